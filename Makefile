@@ -1,0 +1,26 @@
+# Two entry points (see README): `make demo` and `make test`.
+# Both build .venv from pyproject.toml on first use; nothing is installed by hand.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SAMPLES := $(sort $(wildcard sample_logs/*/))
+OUT ?= build/demo
+
+.PHONY: setup demo test clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh $(VENV)
+	touch $(STAMP)
+
+demo: setup
+	rm -rf $(OUT)
+	$(VENV)/bin/txn-audit ingest $(SAMPLES) --out $(OUT)/tables; test $$? -le 1
+	$(VENV)/bin/txn-audit tables $(OUT)/tables
+
+test: setup
+	$(PY) -m pytest -q tests
+
+clean:
+	rm -rf build .pytest_cache

@@ -1,0 +1,41 @@
+"""Error types shared by every decoder.
+
+A decoder never guesses past bad bytes: it raises :class:`DecodeError` carrying
+the byte position of the first problem, so the inventory can tell an operator
+exactly where a file went wrong while the rest of the audit goes on.
+"""
+
+from __future__ import annotations
+
+
+class DecodeError(ValueError):
+    """Bytes that do not follow the Kafka format they claim to be.
+
+    ``position`` is the absolute byte offset (in the file being decoded, when the
+    caller knows it) of the first byte that could not be accepted.
+    ``kind`` is a short stable token (``truncated``, ``bad-crc``, ``bad-length``,
+    ``unknown-magic``, ``unknown-version``, ``inflate-limit``, ``corrupt``,
+    ``foreign``) that tables and tests can match on.
+    """
+
+    def __init__(self, message: str, position: int = -1, kind: str = "corrupt") -> None:
+        super().__init__(message)
+        self.message = message
+        self.position = position
+        self.kind = kind
+
+    def at(self, base: int) -> "DecodeError":
+        """Return a copy whose position is shifted by ``base`` (relative -> absolute)."""
+        pos = self.position + base if self.position >= 0 else base
+        return DecodeError(self.message, pos, self.kind)
+
+    def __str__(self) -> str:  # pragma: no cover - formatting only
+        where = f" at byte {self.position}" if self.position >= 0 else ""
+        return f"{self.kind}{where}: {self.message}"
+
+
+class TruncatedError(DecodeError):
+    """Input ended inside a structure (normal for an active segment after a crash)."""
+
+    def __init__(self, message: str, position: int = -1) -> None:
+        super().__init__(message, position, "truncated")

@@ -1,0 +1,267 @@
+"""Streaming decoder for log segments: v2 record-batch headers and legacy entries.
+
+A segment is read entry by entry: 12 bytes of framing (offset, size), the magic
+byte at entry offset 16, then either a 61-byte v2 header or a v0/v1 message.
+Payloads are never held whole: the CRC-32C is computed over the batch in
+chunks, so a 1 GiB segment costs one chunk of memory, not 1 GiB.
+
+Framing is lost after a corrupt length or unknown magic, so decoding stops
+there and a :class:`LogProblem` with the byte position is yielded last. A bad
+CRC does not break framing: the batch is yielded with ``crc_valid=False`` and
+decoding goes on, exactly as Kafka's own dump tool does.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, asdict
+from typing import BinaryIO, Iterator
+
+import crc32c
+
+from auditor.formats.codecs import codec_name
+
+LOG_OVERHEAD = 12
+V2_HEADER = 61
+MIN_ENTRY_SIZE = 14  # Kafka's minimum "size" field (a v0 message header)
+ABSURD_BATCH_BYTES = 128 * 1024 * 1024  # larger length fields are called corrupt, not truncated
+_CHUNK = 1 << 20
+
+NO_PRODUCER_ID = -1
+INT32_MAX = 2**31 - 1
+
+_V2 = struct.Struct(">qiibIhiqqqhii")  # base..records_count (61 bytes)
+_LEGACY = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+
+
+def increment_sequence(seq: int, inc: int) -> int:
+    """Kafka's DefaultRecordBatch.incrementSequence: wraps past Integer.MAX_VALUE to 0."""
+    if seq < 0:
+        return -1
+    if seq > INT32_MAX - inc:
+        return inc - (INT32_MAX - seq) - 1
+    return seq + inc
+
+
+@dataclass(slots=True)
+class BatchHeader:
+    """One entry of a segment. For legacy (magic 0/1) entries only framing, crc,
+    attributes and timestamp are meaningful; producer fields stay -1."""
+
+    position: int
+    size: int  # whole entry, framing included
+    base_offset: int
+    last_offset: int
+    last_offset_delta: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    crc_valid: bool
+    attributes: int
+    compression: str
+    timestamp_type: str
+    is_transactional: bool
+    is_control: bool
+    has_delete_horizon: bool
+    base_timestamp: int
+    max_timestamp: int
+    delete_horizon_ms: int | None
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_sequence: int
+    record_count: int
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & 0x07
+
+    @property
+    def payload_position(self) -> int:
+        return self.position + (V2_HEADER if self.magic >= 2 else LOG_OVERHEAD)
+
+    def as_row(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class LogProblem:
+    """Why decoding of a segment stopped early (or what its tail looked like)."""
+
+    kind: str  # truncated | zero-tail | bad-length | unknown-magic | corrupt | io-error
+    position: int
+    message: str
+
+
+def _is_zero(f: BinaryIO, start: int, end: int) -> bool:
+    f.seek(start)
+    left = end - start
+    while left > 0:
+        chunk = f.read(min(left, _CHUNK))
+        if not chunk:
+            return True
+        if chunk.count(0) != len(chunk):
+            return False
+        left -= len(chunk)
+    return True
+
+
+def _crc32c_range(f: BinaryIO, start: int, length: int, first: bytes) -> tuple[int, int]:
+    """CRC-32C over ``first`` + the next ``length`` bytes at ``start``; returns (crc, bytes read)."""
+    value = crc32c.crc32c(first)
+    f.seek(start)
+    left = length
+    read = 0
+    while left > 0:
+        chunk = f.read(min(left, _CHUNK))
+        if not chunk:
+            break
+        value = crc32c.crc32c(chunk, value=value)
+        left -= len(chunk)
+        read += len(chunk)
+    return value, read
+
+
+def iter_segment(
+    f: BinaryIO,
+    *,
+    start: int = 0,
+    end: int | None = None,
+    file_size: int,
+    verify_crc: bool = True,
+) -> Iterator[BatchHeader | LogProblem]:
+    """Yield the entries of a segment whose start position lies in [start, end).
+
+    ``f`` must be seekable and opened read-only. ``end`` bounds where entries may
+    *start* (an entry straddling ``end`` is still read whole), which lets a
+    Spark task own a byte range of a large segment.
+    """
+    stop = file_size if end is None else min(end, file_size)
+    pos = start
+    while pos < stop:
+        left = file_size - pos
+        f.seek(pos)
+        head = f.read(min(V2_HEADER, left))
+        if len(head) < 17:
+            if head.count(0) == len(head):
+                yield LogProblem("zero-tail", pos, f"{len(head)} zero bytes after the last entry")
+            else:
+                yield LogProblem("truncated", pos, f"{len(head)} trailing bytes, too few for an entry header")
+            return
+        offset, size = struct.unpack_from(">qi", head, 0)
+        magic = head[16] if head[16] < 128 else head[16] - 256
+        if size < MIN_ENTRY_SIZE:
+            if offset == 0 and size == 0 and _is_zero(f, pos, file_size):
+                yield LogProblem("zero-tail", pos, f"zero-filled (preallocated) tail of {left} bytes")
+            else:
+                yield LogProblem("bad-length", pos + 8, f"entry size field {size} is below the minimum {MIN_ENTRY_SIZE}")
+            return
+        entry = LOG_OVERHEAD + size
+        if entry > left:
+            if size > ABSURD_BATCH_BYTES:
+                yield LogProblem("bad-length", pos + 8, f"entry size field {size} is absurd ({left} bytes left in file)")
+            else:
+                yield LogProblem("truncated", pos, f"entry of {entry} bytes is cut off: only {left} bytes left")
+            return
+        if magic in (0, 1):
+            yield _legacy(f, pos, head, entry, verify_crc)
+        elif magic == 2:
+            if entry < V2_HEADER:
+                yield LogProblem("bad-length", pos + 8, f"v2 batch length {size} is shorter than the 61-byte header")
+                return
+            yield _v2(f, pos, head, entry, verify_crc)
+        else:
+            yield LogProblem("unknown-magic", pos + 16, f"unknown magic byte {magic}")
+            return
+        pos += entry
+
+
+def _v2(f: BinaryIO, pos: int, head: bytes, entry: int, verify_crc: bool) -> BatchHeader:
+    (base, _len, ple, magic, crc, attrs, lod, base_ts, max_ts, pid, epoch, base_seq, count) = _V2.unpack_from(head, 0)
+    if verify_crc:
+        computed, _ = _crc32c_range(f, pos + V2_HEADER, entry - V2_HEADER, head[21:V2_HEADER])
+        valid = computed == crc
+    else:
+        valid = True
+    attrs &= 0xFFFF
+    has_dh = bool(attrs & 0x40)
+    return BatchHeader(
+        position=pos,
+        size=entry,
+        base_offset=base,
+        last_offset=base + lod,
+        last_offset_delta=lod,
+        partition_leader_epoch=ple,
+        magic=magic,
+        crc=crc,
+        crc_valid=valid,
+        attributes=attrs,
+        compression=codec_name(attrs & 0x07),
+        timestamp_type="LogAppendTime" if attrs & 0x08 else "CreateTime",
+        is_transactional=bool(attrs & 0x10),
+        is_control=bool(attrs & 0x20),
+        has_delete_horizon=has_dh,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        delete_horizon_ms=base_ts if has_dh else None,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=base_seq,
+        last_sequence=increment_sequence(base_seq, lod) if base_seq >= 0 else -1,
+        record_count=count,
+    )
+
+
+def _legacy(f: BinaryIO, pos: int, head: bytes, entry: int, verify_crc: bool) -> BatchHeader:
+    offset, size, crc, magic, attrs = _LEGACY.unpack_from(head, 0)
+    ts = -1
+    if magic == 1 and len(head) >= 26:
+        (ts,) = struct.unpack_from(">q", head, 18)
+    valid = True
+    if verify_crc:
+        f.seek(pos + 16)
+        left = entry - 16
+        value = 0
+        while left > 0:
+            chunk = f.read(min(left, _CHUNK))
+            if not chunk:
+                break
+            value = zlib.crc32(chunk, value)
+            left -= len(chunk)
+        valid = value == crc
+    attrs &= 0xFF
+    ts_type = "NoTimestampType" if magic == 0 else ("LogAppendTime" if attrs & 0x08 else "CreateTime")
+    return BatchHeader(
+        position=pos,
+        size=entry,
+        base_offset=offset,
+        last_offset=offset,
+        last_offset_delta=0,
+        partition_leader_epoch=-1,
+        magic=magic,
+        crc=crc,
+        crc_valid=valid,
+        attributes=attrs,
+        compression=codec_name(attrs & 0x07),
+        timestamp_type=ts_type,
+        is_transactional=False,
+        is_control=False,
+        has_delete_horizon=False,
+        base_timestamp=ts,
+        max_timestamp=ts,
+        delete_horizon_ms=None,
+        producer_id=NO_PRODUCER_ID,
+        producer_epoch=-1,
+        base_sequence=-1,
+        last_sequence=-1,
+        record_count=1,
+    )
+
+
+def read_payload(f: BinaryIO, header: BatchHeader) -> bytes:
+    """The (possibly compressed) bytes after the header of one v2 batch."""
+    f.seek(header.payload_position)
+    n = header.size - (header.payload_position - header.position)
+    data = f.read(n)
+    return data

@@ -1,0 +1,173 @@
+"""A small interpreter for Kafka's generated-message schemas.
+
+Kafka describes its internal records (transaction log, metadata log, consumer
+offsets, producer snapshots) in JSON schemas with per-field version ranges,
+"flexible" versions (compact lengths + trailing tagged-field sections) and
+tagged fields. Rather than hand-writing one parser per record and version, each
+decoder declares the schema once as :class:`Field` lists and this module reads
+any version of it. Unknown tagged fields are kept (as hex), never fatal, so a
+newer broker's records still decode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field as dc_field
+from typing import Any, Sequence
+
+from auditor.errors import DecodeError
+from auditor.formats.binary import Reader
+
+UNKNOWN_TAGS = "_unknown_tags"
+
+
+def _parse_versions(spec: str | None) -> tuple[int, int] | None:
+    """``"0+"`` -> (0, inf); ``"1-3"`` -> (1, 3); ``"2"`` -> (2, 2); None/"none" -> None."""
+    if spec is None or spec == "none":
+        return None
+    if spec.endswith("+"):
+        return int(spec[:-1]), 1 << 30
+    if "-" in spec:
+        lo, hi = spec.split("-")
+        return int(lo), int(hi)
+    return int(spec), int(spec)
+
+
+def _in(rng: tuple[int, int] | None, version: int) -> bool:
+    return rng is not None and rng[0] <= version <= rng[1]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One schema field. ``type`` is a Kafka schema type name: int8, int16,
+    uint16, int32, int64, float64, bool, string, bytes, uuid, or ``[]T`` for an
+    array of T, where T may be ``struct`` (then ``fields`` describes it)."""
+
+    name: str
+    type: str
+    versions: str = "0+"
+    nullable_versions: str | None = None
+    tag: int | None = None
+    tagged_versions: str | None = None
+    default: Any = None
+    fields: Sequence["Field"] = dc_field(default_factory=tuple)
+
+    def present(self, version: int) -> bool:
+        return _in(_parse_versions(self.versions), version)
+
+    def tagged_in(self, version: int) -> bool:
+        return self.tag is not None and _in(_parse_versions(self.tagged_versions or self.versions), version)
+
+
+@dataclass(frozen=True)
+class Schema:
+    name: str
+    fields: Sequence[Field]
+    valid_versions: str = "0"
+    flexible_versions: str | None = None
+
+    def is_flexible(self, version: int) -> bool:
+        return _in(_parse_versions(self.flexible_versions), version)
+
+    def supports(self, version: int) -> bool:
+        return _in(_parse_versions(self.valid_versions), version)
+
+
+def decode(schema: Schema, r: Reader, version: int, *, strict_version: bool = True) -> dict[str, Any]:
+    """Decode one message of ``schema`` at ``version`` from ``r``."""
+    if strict_version and not schema.supports(version):
+        raise DecodeError(f"{schema.name} version {version} is not known", r.pos, "unknown-version")
+    return _struct(schema.fields, r, version, schema.is_flexible(version))
+
+
+def _struct(fields: Sequence[Field], r: Reader, version: int, flexible: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    tagged: dict[int, Field] = {}
+    for f in fields:
+        if flexible and f.tagged_in(version):
+            tagged[f.tag] = f  # type: ignore[index]
+            out[f.name] = _default(f)
+            continue
+        if not f.present(version):
+            out[f.name] = _default(f)
+            continue
+        out[f.name] = _value(f, f.type, r, version, flexible)
+    if flexible:
+        _tagged_section(r, version, tagged, out)
+    return out
+
+
+def _tagged_section(r: Reader, version: int, tagged: dict[int, Field], out: dict[str, Any]) -> None:
+    count = r.uvarint()
+    unknown: dict[str, str] = {}
+    last = -1
+    for _ in range(count):
+        at = r.pos
+        tag = r.uvarint()
+        size = r.uvarint()
+        if tag <= last:
+            raise DecodeError(f"tagged fields out of order ({tag} after {last})", at, "corrupt")
+        last = tag
+        body = r.take(size, f"tagged field {tag}")
+        f = tagged.get(tag)
+        if f is None:
+            unknown[str(tag)] = body.hex()
+            continue
+        sub = Reader(body)
+        try:
+            out[f.name] = _value(f, f.type, sub, version, True)
+        except DecodeError as exc:
+            raise exc.at(at) from None
+    if unknown:
+        out[UNKNOWN_TAGS] = {**out.get(UNKNOWN_TAGS, {}), **unknown}
+
+
+def _default(f: Field) -> Any:
+    if f.default is not None:
+        return f.default
+    if f.type.startswith("[]"):
+        return None
+    if f.type in ("int8", "int16", "uint16", "int32", "int64"):
+        return 0
+    if f.type == "bool":
+        return False
+    if f.type == "float64":
+        return 0.0
+    return None
+
+
+def _value(f: Field, typ: str, r: Reader, version: int, flexible: bool) -> Any:
+    nullable = _in(_parse_versions(f.nullable_versions), version)
+    if typ.startswith("[]"):
+        n = r.array_len(flexible)
+        if n == -1:
+            if not nullable and f.tag is None:
+                raise DecodeError(f"null array for non-nullable {f.name}", r.pos, "corrupt")
+            return None
+        inner = typ[2:]
+        if inner == "struct":
+            return [_struct(f.fields, r, version, flexible) for _ in range(n)]
+        return [_value(f, inner, r, version, flexible) for _ in range(n)]
+    if typ == "struct":
+        return _struct(f.fields, r, version, flexible)
+    if typ == "int8":
+        return r.int8()
+    if typ == "int16":
+        return r.int16()
+    if typ == "uint16":
+        return r.uint16()
+    if typ == "int32":
+        return r.int32()
+    if typ == "int64":
+        return r.int64()
+    if typ == "float64":
+        return r.float64()
+    if typ == "bool":
+        return r.boolean()
+    if typ == "uuid":
+        return r.uuid()
+    if typ == "string":
+        return r.string(flexible, nullable=True)
+    if typ == "bytes":
+        b = r.bytes_field(flexible)
+        return None if b is None else b.hex()
+    raise DecodeError(f"schema type {typ!r} not supported", r.pos, "corrupt")

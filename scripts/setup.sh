@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Build the project's virtualenv from scratch: Java (for Spark), Python packages.
+# Idempotent; called by `make setup` (and so by `make demo` / `make test`).
+set -euo pipefail
+VENV=${1:-.venv}
+
+if ! command -v java >/dev/null 2>&1; then
+  echo "setup: installing a Java runtime for Spark" >&2
+  if command -v apt-get >/dev/null 2>&1; then
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jre-headless
+  else
+    echo "setup: no java and no apt-get: install Java 17+ first" >&2; exit 2
+  fi
+fi
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]'
+echo "setup: $VENV ready" >&2
