@@ -1,0 +1,14 @@
+"""Shared rich consoles: results on stdout, diagnostics on stderr."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def safe(text: object) -> str:
+    """Escape untrusted text (topic names, transactional ids, paths) for rich markup."""
+    return escape(str(text))

@@ -1,0 +1,35 @@
+"""``txn-audit``: the command line (click + rich).
+
+Results go to stdout, diagnostics to stderr. Exit status: 0 clean, 1 some input
+was bad (decoded as far as possible, see the files table), 2 usage errors or
+nothing readable.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from auditor import __version__
+from auditor.cli.ingest_cmd import ingest_cmd, tables_cmd
+from auditor.cli.dump_cmd import dump_cmd
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="txn-audit")
+def cli() -> None:
+    """Offline auditor for Apache Kafka transactions."""
+
+
+cli.add_command(ingest_cmd)
+cli.add_command(tables_cmd)
+cli.add_command(dump_cmd)
+
+
+def main() -> None:
+    cli(prog_name="txn-audit")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

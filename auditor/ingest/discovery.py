@@ -1,0 +1,239 @@
+"""Find the files of one or more broker log directories, without opening them for writing.
+
+Kafka's layout (facts §7): a log dir holds ``meta.properties``, broker-level
+checkpoint files and one directory per partition replica named
+``<topic>-<partition>``; replicas being deleted, moved between log dirs (JBOD)
+or left over after a reassignment carry ``.<uuid>-delete``, ``-future`` and
+``-stray`` suffixes. Segment files may carry ``.deleted``, ``.cleaned`` or
+``.swap`` suffixes while the broker deletes, compacts or swaps them. All of
+these are inventoried and labelled, because a hanging transaction can hide in a
+replica the broker was about to throw away.
+
+Inputs may be log dirs, a directory holding several log dirs (one per broker,
+as a user copies them off a cluster), single partition directories or single
+files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass, asdict, field
+from pathlib import Path
+from typing import Iterator
+
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+_SPECIAL_DIR = re.compile(r"^(?P<base>.+-\d+)\.(?P<uuid>[0-9a-fA-F]{32})-(?P<status>delete|future|stray)$")
+_OFFSET_FILE = re.compile(r"^(?P<offset>\d{20})\.(?P<ext>log|index|timeindex|txnindex|snapshot)(?P<suffix>\.(deleted|cleaned|swap))?$")
+_KRAFT_SNAPSHOT = re.compile(r"^(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint(?P<suffix>\.(part|deleted))?$")
+_ROOT_CHECKPOINTS = {
+    "replication-offset-checkpoint": "replication-offset-checkpoint",
+    "recovery-point-offset-checkpoint": "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint": "log-start-offset-checkpoint",
+    "cleaner-offset-checkpoint": "cleaner-offset-checkpoint",
+}
+_EXT_KIND = {
+    "log": "segment",
+    "index": "offset-index",
+    "timeindex": "time-index",
+    "txnindex": "txn-index",
+    "snapshot": "producer-snapshot",
+}
+# files a user may hand us on their own
+ZK_BLOCK_NAMES = ("latest_producer_id_block", "latest_producer_id_block.json")
+
+
+@dataclass
+class FileInfo:
+    """One file found under an input, with what its name and place say about it."""
+
+    path: str
+    input_root: str
+    log_dir: str | None
+    topic: str | None
+    partition: int | None
+    dir_status: str  # live | delete | future | stray | root | none
+    kind: str
+    file_status: str  # live | deleted | cleaned | swap | partial
+    base_offset: int | None
+    snapshot_epoch: int | None
+    size: int
+    mtime_ms: int
+    broker_id: int | None = None
+    cluster_id: str | None = None
+    note: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def as_row(self) -> dict:
+        d = asdict(self)
+        d.pop("extra")
+        return d
+
+
+def parse_partition_dir(name: str) -> tuple[str, int, str] | None:
+    """``payments-3`` -> ("payments", 3, "live"); suffixed names -> their status."""
+    status = "live"
+    m = _SPECIAL_DIR.match(name)
+    if m:
+        name, status = m.group("base"), m.group("status")
+    p = _PARTITION_DIR.match(name)
+    if not p:
+        return None
+    return p.group("topic"), int(p.group("partition")), status
+
+
+def classify_file(name: str) -> tuple[str, str, int | None, int | None]:
+    """Kind, file status, base offset and (KRaft snapshots) epoch from a file name."""
+    m = _OFFSET_FILE.match(name)
+    if m:
+        suffix = (m.group("suffix") or ".live")[1:]
+        return _EXT_KIND[m.group("ext")], suffix, int(m.group("offset")), None
+    m = _KRAFT_SNAPSHOT.match(name)
+    if m:
+        suffix = m.group("suffix")
+        status = "live" if not suffix else ("partial" if suffix == ".part" else "deleted")
+        return "kraft-snapshot", status, int(m.group("offset")), int(m.group("epoch"))
+    if name == "bootstrap.checkpoint":
+        return "kraft-snapshot", "live", 0, None
+    if name == "leader-epoch-checkpoint":
+        return "leader-epoch-checkpoint", "live", None, None
+    if name == "partition.metadata":
+        return "partition-metadata", "live", None, None
+    if name == "quorum-state":
+        return "quorum-state", "live", None, None
+    if name == "meta.properties":
+        return "meta-properties", "live", None, None
+    if name == ".kafka_cleanshutdown":
+        return "clean-shutdown", "live", None, None
+    if name in _ROOT_CHECKPOINTS:
+        return _ROOT_CHECKPOINTS[name], "live", None, None
+    if name in ZK_BLOCK_NAMES:
+        return "zk-producer-id-block", "live", None, None
+    if name.endswith(".lock"):
+        return "lock", "live", None, None
+    return "unknown", "live", None, None
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, int(st.st_mtime * 1000)
+
+
+def _info(path: Path, root: str, log_dir: str | None, topic, partition, dir_status) -> FileInfo:
+    kind, fstatus, base, epoch = classify_file(path.name)
+    try:
+        size, mtime = _stat(path)
+    except OSError as exc:
+        return FileInfo(str(path), root, log_dir, topic, partition, dir_status, kind, fstatus, base, epoch, -1, -1,
+                        note=f"cannot stat: {exc.strerror}")
+    return FileInfo(str(path), root, log_dir, topic, partition, dir_status, kind, fstatus, base, epoch, size, mtime)
+
+
+def discover(inputs: list[str]) -> Iterator[FileInfo]:
+    """Every regular file under ``inputs``, classified. Symlinks are followed once;
+    nothing is opened here except directory listings."""
+    for raw in inputs:
+        root = os.path.abspath(raw)
+        p = Path(root)
+        if p.is_file():
+            yield from _single_file(p, root)
+        elif p.is_dir():
+            yield from _walk(p, root)
+        else:
+            yield FileInfo(root, root, None, None, None, "none", "missing", "live", None, None, -1, -1,
+                           note="input path does not exist")
+
+
+def _single_file(p: Path, root: str) -> Iterator[FileInfo]:
+    parsed = parse_partition_dir(p.parent.name)
+    if parsed:
+        topic, part, status = parsed
+        yield _info(p, root, str(p.parent.parent), topic, part, status)
+    else:
+        yield _info(p, root, str(p.parent), None, None, "root")
+
+
+def _walk(top: Path, root: str) -> Iterator[FileInfo]:
+    if _looks_like_log_dir(top):
+        yield from _log_dir(top, root)
+        return
+    parsed = parse_partition_dir(top.name)
+    if parsed and _looks_like_partition_dir(top):
+        topic, part, status = parsed
+        yield from _partition(top, root, str(top.parent), topic, part, status)
+        return
+    try:
+        children = sorted(top.iterdir())
+    except OSError as exc:
+        yield FileInfo(str(top), root, None, None, None, "none", "unreadable-dir", "live", None, None, -1, -1,
+                       note=f"cannot list: {exc.strerror}")
+        return
+    for child in children:
+        if child.is_dir():
+            yield from _walk(child, root)
+        elif child.is_file():
+            yield _info(child, root, None, None, None, "none")
+
+
+def _looks_like_partition_dir(d: Path) -> bool:
+    """No subdirectories, and Kafka-named files (or nothing at all)."""
+    try:
+        children = list(d.iterdir())
+    except OSError:
+        return False
+    if any(c.is_dir() for c in children):
+        return False
+    return not children or any(_is_kafka_name(c.name) for c in children)
+
+
+def _looks_like_log_dir(d: Path) -> bool:
+    if (d / "meta.properties").is_file():
+        return True
+    try:
+        return any(
+            c.is_dir() and parse_partition_dir(c.name) and _looks_like_partition_dir(c)
+            and any(_is_kafka_name(x.name) for x in c.iterdir())
+            for c in d.iterdir()
+        )
+    except OSError:
+        return False
+
+
+def _is_kafka_name(name: str) -> bool:
+    return classify_file(name)[0] != "unknown"
+
+
+def _log_dir(d: Path, root: str) -> Iterator[FileInfo]:
+    log_dir = str(d)
+    try:
+        children = sorted(d.iterdir())
+    except OSError as exc:
+        yield FileInfo(log_dir, root, log_dir, None, None, "root", "unreadable-dir", "live", None, None, -1, -1,
+                       note=f"cannot list: {exc.strerror}")
+        return
+    for child in children:
+        if child.is_dir():
+            parsed = parse_partition_dir(child.name)
+            if parsed:
+                topic, part, status = parsed
+                yield from _partition(child, root, log_dir, topic, part, status)
+            else:
+                yield from _walk(child, root)
+        elif child.is_file():
+            yield _info(child, root, log_dir, None, None, "root")
+
+
+def _partition(d: Path, root: str, log_dir: str, topic: str, part: int, status: str) -> Iterator[FileInfo]:
+    try:
+        children = sorted(d.iterdir())
+    except OSError as exc:
+        yield FileInfo(str(d), root, log_dir, topic, part, status, "unreadable-dir", "live", None, None, -1, -1,
+                       note=f"cannot list: {exc.strerror}")
+        return
+    if not children:
+        yield FileInfo(str(d), root, log_dir, topic, part, status, "empty-dir", "live", None, None, 0, -1,
+                       note="partition directory holds no files")
+    for child in children:
+        if child.is_file() and stat.S_ISREG(child.stat().st_mode):
+            yield _info(child, root, log_dir, topic, part, status)

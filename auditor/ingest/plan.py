@@ -1,0 +1,111 @@
+"""Turn inputs into decode tasks (driver side, reads only names, sizes and meta.properties).
+
+Large segments are split into byte ranges at batch boundaries taken from the
+segment's own ``.index`` (each entry's position is the start of a batch), so
+one 1 GiB segment becomes several Spark tasks. Without a usable index a segment
+stays one task: guessing a boundary inside a segment could fabricate batches.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from auditor.errors import DecodeError
+from auditor.ingest.discovery import FileInfo, discover
+
+DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
+DECODED_KINDS = {
+    "segment", "kraft-snapshot", "producer-snapshot", "txn-index", "offset-index", "time-index",
+    "leader-epoch-checkpoint", "partition-metadata", "quorum-state", "meta-properties", "clean-shutdown",
+    "replication-offset-checkpoint", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+    "cleaner-offset-checkpoint", "zk-producer-id-block",
+}
+
+
+@dataclass
+class Plan:
+    files: list[FileInfo]
+    tasks: list[dict]
+    brokers: dict[str, dict]  # log_dir -> meta.properties facts
+
+
+def _read_meta(log_dir: str) -> dict:
+    from auditor.formats.checkpoints import parse_meta_properties
+
+    p = Path(log_dir) / "meta.properties"
+    try:
+        with open(p, "rb") as f:
+            return parse_meta_properties(f.read())
+    except (OSError, DecodeError):
+        return {}
+
+
+def _sniff_segment(path: str) -> bool:
+    """Does a file with a non-Kafka name look like a log segment (for files given directly)?"""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(17)
+    except OSError:
+        return False
+    if len(head) < 17:
+        return False
+    _off, size = struct.unpack_from(">qi", head, 0)
+    return head[16] in (0, 1, 2) and size >= 14
+
+
+def split_points(index_path: Path, base_offset: int, size: int, split_bytes: int) -> list[int]:
+    """Batch start positions at least ``split_bytes`` apart, from a ``.index`` file."""
+    from auditor.formats.offset_index import iter_offset_index
+
+    points: list[int] = []
+    last = 0
+    try:
+        isize = index_path.stat().st_size
+        with open(index_path, "rb") as f:
+            for row in iter_offset_index(f, isize, base_offset):
+                if not isinstance(row, dict):
+                    continue
+                pos = row.get("position")
+                if pos is None or pos <= last or pos >= size:
+                    continue
+                if pos - last >= split_bytes:
+                    points.append(pos)
+                    last = pos
+    except (OSError, DecodeError):
+        return []
+    return points
+
+
+def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan:
+    files = list(discover(inputs))
+    brokers: dict[str, dict] = {}
+    for fi in files:
+        if fi.log_dir and fi.log_dir not in brokers:
+            brokers[fi.log_dir] = _read_meta(fi.log_dir)
+        meta = brokers.get(fi.log_dir or "", {})
+        fi.broker_id = meta.get("broker_id")
+        fi.cluster_id = meta.get("cluster_id")
+        if fi.kind == "unknown" and fi.path == fi.input_root and _sniff_segment(fi.path):
+            fi.kind, fi.note = "segment", "treated as a log segment by its content (name is not Kafka's)"
+    tasks: list[dict] = []
+    for fi in files:
+        if fi.kind not in DECODED_KINDS or fi.size < 0:
+            continue
+        base = {
+            "path": fi.path, "kind": fi.kind, "cluster_id": fi.cluster_id, "broker_id": fi.broker_id,
+            "log_dir": fi.log_dir, "topic": fi.topic, "partition": fi.partition,
+            "base_offset": fi.base_offset, "snapshot_epoch": fi.snapshot_epoch, "size": fi.size,
+            "range_start": 0, "range_end": -1,
+        }
+        if fi.kind == "segment" and fi.size > split_bytes and fi.base_offset is not None:
+            idx = Path(fi.path).with_name(f"{fi.base_offset:020d}.index")
+            points = split_points(idx, fi.base_offset, fi.size, split_bytes) if idx.exists() else []
+            if points:
+                bounds = [0, *points, fi.size]
+                for a, b in zip(bounds, bounds[1:]):
+                    tasks.append({**base, "range_start": a, "range_end": b})
+                continue
+        tasks.append(base)
+    return Plan(files, tasks, brokers)

@@ -1,0 +1,126 @@
+"""Decoding of log segments for ingestion: batch headers, control records and
+records of the internal topics, with per-batch error isolation.
+
+One undecodable record of ``__transaction_state`` must not hide the thousands
+of good ones after it, so record-level errors become non-fatal problems and the
+next batch is read; only lost framing stops a file.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO, Iterator
+
+import pyarrow as pa
+
+from auditor.errors import DecodeError
+from auditor.formats.batch import BatchHeader, LogProblem, iter_segment, read_payload
+from auditor.formats.records import Record, decode_control, iter_records
+from auditor.ingest.problems import Problem
+
+# Decoded header fields + control record columns of the batches table.
+BATCH_COLUMNS: list[pa.Field] = [
+    pa.field("segment_base_offset", pa.int64()),
+    pa.field("source", pa.string()),  # segment | kraft-snapshot
+    pa.field("position", pa.int64()),
+    pa.field("size", pa.int32()),
+    pa.field("base_offset", pa.int64()),
+    pa.field("last_offset", pa.int64()),
+    pa.field("last_offset_delta", pa.int32()),
+    pa.field("partition_leader_epoch", pa.int32()),
+    pa.field("magic", pa.int8()),
+    pa.field("crc", pa.int64()),
+    pa.field("crc_valid", pa.bool_()),
+    pa.field("attributes", pa.int16()),
+    pa.field("compression", pa.string()),
+    pa.field("timestamp_type", pa.string()),
+    pa.field("is_transactional", pa.bool_()),
+    pa.field("is_control", pa.bool_()),
+    pa.field("has_delete_horizon", pa.bool_()),
+    pa.field("base_timestamp", pa.int64()),
+    pa.field("max_timestamp", pa.int64()),
+    pa.field("delete_horizon_ms", pa.int64()),
+    pa.field("producer_id", pa.int64()),
+    pa.field("producer_epoch", pa.int16()),
+    pa.field("base_sequence", pa.int32()),
+    pa.field("last_sequence", pa.int32()),
+    pa.field("record_count", pa.int32()),
+    pa.field("control_type", pa.string()),
+    pa.field("coordinator_epoch", pa.int32()),
+]
+
+# Context of a record of an internal topic, added before the decoder's columns.
+RECORD_CONTEXT_COLUMNS: list[pa.Field] = [
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", pa.int64()),
+    pa.field("batch_position", pa.int64()),
+    pa.field("batch_producer_id", pa.int64()),
+    pa.field("batch_producer_epoch", pa.int16()),
+    pa.field("batch_is_transactional", pa.bool_()),
+]
+
+
+def problem_of(p: LogProblem) -> Problem:
+    # a zero-filled tail is what a preallocated active segment looks like: reported, not fatal data loss
+    return Problem(p.kind, p.position, p.message, fatal=p.kind not in ("zero-tail",))
+
+
+def iter_batches(
+    f: BinaryIO, file_size: int, start: int = 0, end: int | None = None, *, with_control: bool = True
+) -> Iterator[tuple[BatchHeader, dict] | Problem]:
+    """Batch headers (+ decoded control record of control batches) or problems."""
+    for e in iter_segment(f, start=start, end=end, file_size=file_size):
+        if isinstance(e, LogProblem):
+            yield problem_of(e)
+            return
+        extra = {"control_type": None, "coordinator_epoch": None}
+        if not e.crc_valid:
+            yield Problem("bad-crc", e.position + 17, f"batch at offset {e.base_offset}: stored CRC {e.crc} does not match its bytes", fatal=False)
+        if with_control and e.is_control and e.magic == 2 and e.record_count > 0:
+            try:
+                first = next(iter_records(e, read_payload(f, e)))
+                c = decode_control(first.key, first.value)
+                extra = {"control_type": c.control_type, "coordinator_epoch": c.coordinator_epoch}
+            except DecodeError as exc:
+                yield Problem(exc.kind, exc.position if exc.position >= 0 else e.position,
+                              f"control batch at offset {e.base_offset}: {exc.message}", fatal=False)
+            except StopIteration:
+                pass
+        yield e, extra
+
+
+def batch_row(h: BatchHeader, extra: dict, segment_base: int | None, source: str) -> dict:
+    row = h.as_row()
+    row.update(extra)
+    row["segment_base_offset"] = segment_base
+    row["source"] = source
+    return row
+
+
+def iter_data_records(
+    f: BinaryIO, file_size: int, start: int = 0, end: int | None = None
+) -> Iterator[tuple[BatchHeader, Record] | Problem]:
+    """Records of the non-control batches (what internal-topic decoders read)."""
+    for item in iter_batches(f, file_size, start, end, with_control=False):
+        if isinstance(item, Problem):
+            yield item
+            continue
+        h, _ = item
+        if h.magic != 2 or h.is_control:
+            continue
+        try:
+            for rec in iter_records(h, read_payload(f, h)):
+                yield h, rec
+        except DecodeError as exc:
+            yield Problem(exc.kind, exc.position if exc.position >= 0 else h.position,
+                          f"batch at offset {h.base_offset}: {exc.message}", fatal=False)
+
+
+def record_context(h: BatchHeader, rec: Record) -> dict:
+    return {
+        "offset": rec.offset,
+        "timestamp": rec.timestamp,
+        "batch_position": h.position,
+        "batch_producer_id": h.producer_id,
+        "batch_producer_epoch": h.producer_epoch,
+        "batch_is_transactional": h.is_transactional,
+    }
