@@ -88,6 +88,8 @@ def _snappy(data: bytes, limit: int) -> bytes:
         n = cramjam.snappy.decompress_raw_len(data)
         _check(n, limit, "snappy")
         return bytes(cramjam.snappy.decompress_raw(data))
+    if len(data) < 16:
+        raise DecodeError("xerial snappy header cut off", len(data), "truncated")
     pos = 16
     out = bytearray()
     while pos < len(data):
@@ -195,14 +197,26 @@ def _lz4_frame(data: bytes, limit: int, magic: int) -> bytes:
 
 
 def _zstd(data: bytes, limit: int) -> bytes:
-    dctx = zstandard.ZstdDecompressor()
+    """Frame by frame through a decompressobj, so a frame cut short is an error.
+
+    (A stream_reader silently returns the partial output of a truncated frame.)
+    The decompressobj has no output cap, so input goes in small slices: one
+    input byte yields at most ~32 KiB (a 4-byte RLE block is 128 KiB), and the
+    slice shrinks with the budget left, keeping a bomb's overshoot near ``limit``.
+    """
     out = bytearray()
-    reader = dctx.stream_reader(data, read_across_frames=True)
-    with reader:
+    pos = 0
+    while pos < len(data):
+        dobj = zstandard.ZstdDecompressor().decompressobj()
         while True:
-            chunk = reader.read(1 << 20)
+            step = max(256, min(1 << 16, (limit + 1 - len(out)) >> 15))
+            chunk = data[pos : pos + step]
             if not chunk:
-                break
-            out += chunk
+                raise DecodeError("zstd frame ends early", len(data), "truncated")
+            out += dobj.decompress(chunk)
             _check(len(out), limit, "zstd")
+            if dobj.eof:
+                pos += len(chunk) - len(dobj.unused_data)
+                break
+            pos += len(chunk)
     return bytes(out)

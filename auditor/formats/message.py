@@ -117,6 +117,8 @@ def _tagged_section(r: Reader, version: int, tagged: dict[int, Field], out: dict
             out[f.name] = _value(f, f.type, sub, version, True)
         except DecodeError as exc:
             raise exc.at(at) from None
+        if sub.remaining():
+            raise DecodeError(f"tagged field {tag} ({f.name}) has {sub.remaining()} bytes beyond its value", at, "corrupt")
     if unknown:
         out[UNKNOWN_TAGS] = {**out.get(UNKNOWN_TAGS, {}), **unknown}
 

@@ -235,5 +235,8 @@ def _partition(d: Path, root: str, log_dir: str, topic: str, part: int, status: 
         yield FileInfo(str(d), root, log_dir, topic, part, status, "empty-dir", "live", None, None, 0, -1,
                        note="partition directory holds no files")
     for child in children:
-        if child.is_file() and stat.S_ISREG(child.stat().st_mode):
+        if child.is_symlink() and not child.exists():
+            yield FileInfo(str(child), root, log_dir, topic, part, status, classify_file(child.name)[0], "live",
+                           None, None, -1, -1, note="broken symbolic link: the file it points to does not exist")
+        elif child.is_file() and stat.S_ISREG(child.stat().st_mode):
             yield _info(child, root, log_dir, topic, part, status)

@@ -32,12 +32,12 @@ class Plan:
 
 
 def _read_meta(log_dir: str) -> dict:
-    from auditor.formats.checkpoints import parse_meta_properties
+    from auditor.formats.checkpoints import read_meta_properties
 
     p = Path(log_dir) / "meta.properties"
     try:
         with open(p, "rb") as f:
-            return parse_meta_properties(f.read())
+            return read_meta_properties(f.read())
     except (OSError, DecodeError):
         return {}
 

@@ -33,11 +33,26 @@ class TableSpec:
     def accepts(self, task: dict) -> bool:
         if task["kind"] not in self.kinds:
             return False
-        return self.topic is None or task.get("topic") == self.topic
+        # the topic filter is for segments; snapshots/exports are self-describing
+        return self.topic is None or task["kind"] != "segment" or task.get("topic") == self.topic
+
+    @property
+    def _own(self) -> set[str]:
+        return {c.name for c in self.columns}
+
+    def context_name(self, name: str) -> str:
+        """Context columns a decoder also fills (a committed offset's topic, a
+        metadata record's broker id) are kept as ``log_<name>``."""
+        return f"log_{name}" if name in self._own else name
 
     @property
     def schema(self) -> pa.Schema:
-        return pa.schema(list(CONTEXT_COLUMNS) + list(self.columns))
+        ctx = [pa.field(self.context_name(c.name), c.type) for c in CONTEXT_COLUMNS]
+        own = [pa.field(c.name, c.type) for c in self.columns]  # all nullable: problem rows
+        return pa.schema(ctx + own)
+
+    def context_row(self, task: dict) -> dict:
+        return {self.context_name(k): v for k, v in context_of(task).items()}
 
 
 def _open(task: dict):
@@ -62,6 +77,7 @@ def decode_batches(task: dict, f) -> Iterator[dict | Problem]:
 
 
 TABLES: dict[str, TableSpec] = {}
+MAX_TEXT_FILE = 16 * 1024 * 1024  # checkpoint/properties files are KBs
 
 
 def register(spec: TableSpec) -> TableSpec:
@@ -80,9 +96,157 @@ register(
 )
 
 
+def _records_of(task: dict, f, decoder, columns: list[str]) -> Iterator[dict | Problem]:
+    """Decoded records of an internal topic; an undecodable record is a
+    non-fatal problem at its batch position."""
+    start, end = _range(task)
+    for item in segments.iter_data_records(f, task["size"], start, end):
+        if isinstance(item, Problem):
+            yield item
+            continue
+        h, rec = item
+        try:
+            row = decoder(rec.key, rec.value)
+        except DecodeError as exc:
+            yield Problem(exc.kind, h.position, f"record at offset {rec.offset}: {exc.message}", fatal=False)
+            continue
+        if row is None:
+            continue
+        row.update(segments.record_context(h, rec))
+        yield row
+
+
+def decode_txn_log(task: dict, f) -> Iterator[dict | Problem]:
+    from auditor.formats.txnlog import decode_txn_record
+
+    yield from _records_of(task, f, decode_txn_record, [])
+
+
+def _offsets_of(kind: str):
+    def decode(task: dict, f) -> Iterator[dict | Problem]:
+        from auditor.formats.consumer_offsets import decode_offsets_record
+
+        def only(key, value):
+            row = decode_offsets_record(key, value)
+            return row if row.get("record_type") == kind else None
+
+        yield from _records_of(task, f, only, [])
+
+    return decode
+
+
+def _metadata_rows(task: dict, f) -> Iterator[dict | Problem]:
+    from auditor.formats.metadata import decode_metadata_value
+
+    source = "snapshot" if task["kind"] == "kraft-snapshot" else "log"
+    for item in _records_of(task, f, lambda k, v: decode_metadata_value(v) if v is not None else None, []):
+        if not isinstance(item, Problem):
+            item["source"] = source
+            item["snapshot_end_offset"] = task.get("base_offset") if source == "snapshot" else None
+        yield item
+
+
+def decode_pid_blocks(task: dict, f) -> Iterator[dict | Problem]:
+    from auditor.formats.metadata import producer_id_block
+    from auditor.formats.zk_pid_block import decode_zk_pid_block
+
+    if task["kind"] == "zk-producer-id-block":
+        row = decode_zk_pid_block(f.read())
+        yield {"source": "zookeeper", "broker_id": row["broker_id"], "broker_epoch": None,
+               "next_producer_id": row["block_end"] + 1, "block_start": row["block_start"],
+               "block_end": row["block_end"], "offset": None, "timestamp": None}
+        return
+    for item in _metadata_rows(task, f):
+        if isinstance(item, Problem):
+            yield item
+            continue
+        block = producer_id_block(item)
+        if block:
+            block.update(source=item["source"], offset=item["offset"], timestamp=item["timestamp"])
+            yield block
+
+
+def _read_all(task: dict, f) -> bytes:
+    data = f.read(MAX_TEXT_FILE + 1)
+    if len(data) > MAX_TEXT_FILE:
+        raise DecodeError(f"{task['kind']} larger than {MAX_TEXT_FILE} bytes: not a Kafka text file", MAX_TEXT_FILE, "bad-length")
+    return data
+
+
+def decode_producer_snapshot(task: dict, f) -> Iterator[dict | Problem]:
+    from auditor.formats.snapshot import iter_snapshot, read_snapshot_header
+
+    header = read_snapshot_header(f, task["size"])
+    if not header["crc_valid"]:
+        yield Problem("bad-crc", 2, f"snapshot CRC mismatch: stored {header['crc']}, computed {header['computed_crc']}", fatal=False)
+    yield from iter_snapshot(f, task["size"], snapshot_offset=task.get("base_offset"), raise_on_bad_crc=False)
+
+
+def _with_problems(it) -> Iterator[dict | Problem]:
+    from auditor.formats.batch import LogProblem
+
+    for item in it:
+        if isinstance(item, LogProblem):
+            yield Problem(item.kind, item.position, item.message, fatal=item.kind != "zero-tail")
+        else:
+            yield item
+
+
+def decode_txn_index(task: dict, f) -> Iterator[dict | Problem]:
+    from auditor.formats.txnindex import iter_txn_index
+
+    for row in _with_problems(iter_txn_index(f, task["size"])):
+        if isinstance(row, dict):
+            row["segment_base_offset"] = task.get("base_offset")
+        yield row
+
+
+def decode_index(task: dict, f) -> Iterator[dict | Problem]:
+    from auditor.formats.offset_index import iter_offset_index, iter_time_index
+
+    fn = iter_offset_index if task["kind"] == "offset-index" else iter_time_index
+    yield from _with_problems(fn(f, task["size"], task.get("base_offset") or 0))
+
+
+def decode_checkpoint(task: dict, f) -> Iterator[dict | Problem]:
+    from auditor.formats.checkpoints import checkpoint_kind, read_offset_checkpoint
+
+    name = task["path"].rsplit("/", 1)[-1]
+    yield from read_offset_checkpoint(_read_all(task, f), checkpoint_kind(name) or name)
+
+
+def decode_leader_epochs(task: dict, f) -> Iterator[dict | Problem]:
+    from auditor.formats.checkpoints import read_leader_epoch_checkpoint
+
+    yield from read_leader_epoch_checkpoint(_read_all(task, f))
+
+
+def decode_partition_metadata(task: dict, f) -> Iterator[dict | Problem]:
+    from auditor.formats.checkpoints import read_partition_metadata
+
+    yield read_partition_metadata(_read_all(task, f))
+
+
+def decode_broker_files(task: dict, f) -> Iterator[dict | Problem]:
+    """meta.properties, quorum-state and .kafka_cleanshutdown: one row each."""
+    from auditor.formats import checkpoints as cp
+
+    data = _read_all(task, f)
+    row = {"file_kind": task["kind"]}
+    if task["kind"] == "meta-properties":
+        row.update(cp.read_meta_properties(data))
+        row["json"] = row.pop("properties", None)
+    elif task["kind"] == "quorum-state":
+        row.update(cp.read_quorum_state(data))
+    else:
+        cs = cp.read_clean_shutdown(data)
+        row.update(broker_epoch=cs["broker_epoch"], version=cs["version"], json=cs["json"])
+    yield row
+
+
 def decode_task(spec: TableSpec, task: dict) -> Iterator[dict]:
     """Rows of ``spec`` for ``task``; problems come out as rows with ``_problem_*`` set."""
-    ctx = context_of(task)
+    ctx = spec.context_row(task)
     try:
         f = _open(task)
     except OSError as exc:
@@ -102,3 +266,63 @@ def decode_task(spec: TableSpec, task: dict) -> Iterator[dict]:
             yield Problem(exc.kind, exc.position, exc.message).row(ctx)
         except Exception as exc:  # a decoder bug must not kill the whole audit
             yield Problem("internal-error", -1, f"{type(exc).__name__}: {exc}").row(ctx)
+
+
+# -- the catalog -----------------------------------------------------------------
+
+def _lazy_columns(module: str, attr: str, *extra: pa.Field, prefix: tuple[pa.Field, ...] = ()) -> tuple[pa.Field, ...]:
+    import importlib
+
+    cols = list(getattr(importlib.import_module(module), attr))
+    return tuple(prefix) + tuple(cols) + tuple(extra)
+
+
+_REC = tuple(segments.RECORD_CONTEXT_COLUMNS)
+_SOURCE = (pa.field("source", pa.string()), pa.field("snapshot_end_offset", pa.int64()))
+
+register(TableSpec("transaction_log", ("segment",), _lazy_columns("auditor.formats.txnlog", "COLUMNS", prefix=_REC),
+                   decode_txn_log, topic="__transaction_state",
+                   doc="every record of __transaction_state: the coordinator's state changes per transactional id"))
+register(TableSpec("offset_commits", ("segment",),
+                   _lazy_columns("auditor.formats.consumer_offsets", "OFFSET_COMMIT_COLUMNS", prefix=_REC),
+                   _offsets_of("offset_commit"), topic="__consumer_offsets",
+                   doc="offset commits of __consumer_offsets, with the producer of transactional commits"))
+register(TableSpec("group_metadata", ("segment",),
+                   _lazy_columns("auditor.formats.consumer_offsets", "GROUP_METADATA_COLUMNS", prefix=_REC),
+                   _offsets_of("group_metadata"), topic="__consumer_offsets",
+                   doc="group metadata records of __consumer_offsets"))
+register(TableSpec("metadata_records", ("segment", "kraft-snapshot"),
+                   _lazy_columns("auditor.formats.metadata", "COLUMNS", *_SOURCE, prefix=_REC),
+                   _metadata_rows, topic="__cluster_metadata",
+                   doc="KRaft metadata records from the __cluster_metadata log and its snapshots"))
+register(TableSpec("producer_id_blocks", ("segment", "kraft-snapshot", "zk-producer-id-block"),
+                   _lazy_columns("auditor.formats.metadata", "PID_BLOCK_COLUMNS", pa.field("source", pa.string()),
+                                 pa.field("offset", pa.int64()), pa.field("timestamp", pa.int64())),
+                   decode_pid_blocks, topic="__cluster_metadata", doc="producer-id blocks granted by the controller (or ZooKeeper)"))
+register(TableSpec("producer_snapshots", ("producer-snapshot",),
+                   _lazy_columns("auditor.formats.snapshot", "COLUMNS"), decode_producer_snapshot,
+                   doc="entries of producer-state .snapshot files"))
+register(TableSpec("aborted_txns", ("txn-index",),
+                   _lazy_columns("auditor.formats.txnindex", "COLUMNS", pa.field("segment_base_offset", pa.int64())),
+                   decode_txn_index, doc="entries of .txnindex files (aborted transactions)"))
+register(TableSpec("index_entries", ("offset-index", "time-index"),
+                   _lazy_columns("auditor.formats.offset_index", "COLUMNS"), decode_index,
+                   doc="entries of .index and .timeindex files"))
+register(TableSpec("checkpoints", ("replication-offset-checkpoint", "recovery-point-offset-checkpoint",
+                                   "log-start-offset-checkpoint", "cleaner-offset-checkpoint"),
+                   _lazy_columns("auditor.formats.checkpoints", "CHECKPOINT_COLUMNS"), decode_checkpoint,
+                   doc="log-dir checkpoint files: high watermarks, log start offsets, recovery points"))
+register(TableSpec("leader_epochs", ("leader-epoch-checkpoint",),
+                   _lazy_columns("auditor.formats.checkpoints", "LEADER_EPOCH_COLUMNS"), decode_leader_epochs,
+                   doc="leader-epoch-checkpoint entries per partition"))
+register(TableSpec("partition_metadata", ("partition-metadata",),
+                   _lazy_columns("auditor.formats.checkpoints", "PARTITION_METADATA_COLUMNS"), decode_partition_metadata,
+                   doc="partition.metadata: the topic id of each partition directory"))
+register(TableSpec("broker_files", ("meta-properties", "quorum-state", "clean-shutdown"),
+                   (pa.field("file_kind", pa.string()), pa.field("version", pa.int32()),
+                    pa.field("broker_id", pa.int32()), pa.field("node_id", pa.int32()),
+                    pa.field("cluster_id", pa.string()), pa.field("directory_id", pa.string()),
+                    pa.field("leader_id", pa.int32()), pa.field("leader_epoch", pa.int32()),
+                    pa.field("voted_id", pa.int32()), pa.field("broker_epoch", pa.int64()),
+                    pa.field("json", pa.string())),
+                   decode_broker_files, doc="meta.properties, quorum-state and .kafka_cleanshutdown of each log dir"))

@@ -1,0 +1,41 @@
+"""Shared test helpers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# Real Kafka files collected from public repositories (see SOURCES.md there).
+# Tests read them in place; they are never copied into the project.
+REAL_LOGS = Path(__file__).resolve().parents[2] / "shared" / "real_logs"
+
+
+def _find_shared() -> Path:
+    """``shared/`` sits beside the clone (CI and developer machines alike)."""
+    import os
+
+    env = os.environ.get("TXN_AUDIT_SHARED")
+    if env:
+        return Path(env)
+    for parent in Path(__file__).resolve().parents:
+        cand = parent / "shared" / "real_logs"
+        if cand.is_dir():
+            return parent / "shared"
+    return Path(__file__).resolve().parents[2] / "shared"
+
+
+SHARED = _find_shared()
+REAL_LOGS = SHARED / "real_logs"
+PROJECT = Path(__file__).resolve().parents[1]
+SAMPLE_LOGS = PROJECT / "sample_logs"
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One embedded Spark session for the whole test run (starting one costs ~5 s)."""
+    from auditor.engine.session import get_spark
+
+    session = get_spark("local[2]", {"spark.sql.shuffle.partitions": "4"})
+    yield session
+    session.stop()
