@@ -6,6 +6,15 @@ from rich.console import Console
 from rich.markup import escape
 
 out = Console(highlight=False, soft_wrap=True)
+
+
+def wide() -> Console:
+    """Console for wide tables: terminal width on a terminal, 200 columns when piped."""
+    import sys
+
+    if out.is_terminal:
+        return out
+    return Console(file=sys.stdout, highlight=False, width=200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 

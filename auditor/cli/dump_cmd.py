@@ -16,7 +16,7 @@ from typing import Iterator
 import click
 from rich.table import Table
 
-from auditor.cli.console import err, out, safe
+from auditor.cli.console import err, safe, wide
 from auditor.errors import DecodeError
 from auditor.ingest.context import CONTEXT_COLUMNS
 from auditor.ingest.plan import make_plan
@@ -24,11 +24,12 @@ from auditor.ingest.tables import TABLES, decode_task
 from auditor.ingest import segments
 
 _CTX = {c.name for c in CONTEXT_COLUMNS}
-_TABLE_COLUMNS = [
-    "position", "base_offset", "last_offset", "record_count", "producer_id", "producer_epoch",
-    "base_sequence", "last_sequence", "is_transactional", "is_control", "control_type",
-    "coordinator_epoch", "compression", "crc_valid",
-]
+_TABLE_COLUMNS = {  # column -> short header
+    "position": "position", "base_offset": "base", "last_offset": "last", "record_count": "count",
+    "producer_id": "producerId", "producer_epoch": "epoch", "base_sequence": "baseSeq",
+    "last_sequence": "lastSeq", "is_transactional": "txn", "is_control": "ctl",
+    "control_type": "marker", "coordinator_epoch": "coordEpoch", "compression": "codec", "crc_valid": "crcOk",
+}
 
 
 def _records(task: dict) -> Iterator[dict]:
@@ -84,7 +85,7 @@ def dump_cmd(files, fmt, records) -> None:
     table = None
     if fmt == "table":
         table = Table(show_lines=False)
-        for c in ["file"] + _TABLE_COLUMNS:
+        for c in ["file", *_TABLE_COLUMNS.values()]:
             table.add_column(c, overflow="fold")
     by_path = {t["path"]: t for t in plan.tasks}
     for fi in plan.files:
@@ -100,11 +101,11 @@ def dump_cmd(files, fmt, records) -> None:
                 continue
             if table is not None:
                 if obj["type"] == "batch":
-                    table.add_row(safe(fi.path.rsplit("/", 1)[-1]), *[safe(obj.get(c)) for c in _TABLE_COLUMNS])
+                    table.add_row(safe(fi.path.rsplit("/", 1)[-1]), *["" if obj.get(c) is None else safe(obj.get(c)) for c in _TABLE_COLUMNS])
             else:
                 sys.stdout.write(json.dumps(obj, default=_json_default) + "\n")
     if table is not None:
-        out.print(table)
+        wide().print(table)
     sys.exit(1 if bad else 0)
 
 

@@ -1,0 +1,83 @@
+"""``txn-audit dump``: structured kafka-dump-log, driven through click."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from builders import data_batch, marker
+from conftest import REAL_LOGS
+from auditor.cli.main import cli
+
+NOVA = REAL_LOGS / "NOVA-RICS-Open-Lab__agentic-data-pipelines" / "broker" / "data"
+CMD = NOVA / "_confluent-ksql-agentic_ksql__command_topic-0" / "00000000000000000000.log"
+TXN = NOVA / "__transaction_state-4" / "00000000000000000000.log"
+
+
+def _jsonl(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_dump_batches_with_kafka_field_names():
+    res = CliRunner().invoke(cli, ["dump", str(CMD)])
+    assert res.exit_code == 0, res.output
+    objs = _jsonl(res.stdout)
+    assert len(objs) == 18 and {o["type"] for o in objs} == {"batch"}
+    for key in ("base_offset", "last_offset", "producer_id", "producer_epoch", "base_sequence", "last_sequence",
+                "is_transactional", "is_control", "control_type", "coordinator_epoch", "partition_leader_epoch",
+                "crc_valid", "compression", "position", "size"):
+        assert key in objs[0]
+    markers = [o for o in objs if o["is_control"]]
+    assert [m["control_type"] for m in markers] == ["COMMIT"] * 9
+    assert all(m["coordinator_epoch"] == 0 and m["base_sequence"] == -1 for m in markers)
+    # positions are cumulative byte offsets: each batch starts where the previous ended
+    assert all(a["position"] + a["size"] == b["position"] for a, b in zip(objs, objs[1:]))
+    assert objs[-1]["position"] + objs[-1]["size"] == CMD.stat().st_size
+
+
+def test_dump_records_decodes_transaction_log():
+    res = CliRunner().invoke(cli, ["dump", "--records", str(TXN)])
+    assert res.exit_code == 0, res.output
+    objs = _jsonl(res.stdout)
+    txn = [o for o in objs if o["type"] == "transaction_log"]
+    assert len(txn) == 36 and len([o for o in objs if o["type"] == "batch"]) == 36
+    assert {o["transactional_id"] for o in txn} == {"agentic_ksql_"}
+    assert txn[0]["state"] == "Empty" and txn[-1]["state"] == "CompleteCommit"
+
+
+def test_dump_records_of_a_data_topic(tmp_path):
+    d = tmp_path / "orders-0"
+    d.mkdir()
+    seg = d / "00000000000000000000.log"
+    seg.write_bytes(data_batch(0, 3, producer_id=9, producer_epoch=2, base_sequence=40, transactional=True)
+                    + marker(3, 9, 2, commit=False, coordinator_epoch=6))
+    res = CliRunner().invoke(cli, ["dump", "--records", str(seg)])
+    assert res.exit_code == 0, res.output
+    objs = _jsonl(res.stdout)
+    recs = [o for o in objs if o["type"] == "record"]
+    assert [(r["offset"], r["sequence"], r["key_size"]) for r in recs] == [(0, 40, 2), (1, 41, 2), (2, 42, 2)]
+    m = [o for o in objs if o["type"] == "batch" and o["is_control"]][0]
+    assert (m["control_type"], m["coordinator_epoch"], m["producer_epoch"]) == ("ABORT", 6, 2)
+
+
+def test_dump_reports_bad_input_on_stderr_and_goes_on(tmp_path):
+    d = tmp_path / "orders-0"
+    d.mkdir()
+    good = data_batch(0, 2)
+    cut = d / "00000000000000000000.log"
+    cut.write_bytes(good + data_batch(2, 2)[:-7])
+    junk = tmp_path / "notes.bin"
+    junk.write_bytes(b"hello, not kafka")
+    res = CliRunner().invoke(cli, ["dump", str(cut), str(junk), str(CMD)])
+    assert res.exit_code == 1
+    assert f"{cut}" in res.stderr and f"byte {len(good)}" in res.stderr and "truncated" in res.stderr
+    assert "notes.bin" in res.stderr
+    objs = _jsonl(res.stdout)
+    assert len(objs) == 1 + 18  # the good batch of the cut file, and every batch of the healthy file
+
+
+def test_dump_table_format():
+    res = CliRunner().invoke(cli, ["dump", "--format", "table", str(CMD)])
+    assert res.exit_code == 0
+    assert res.stdout.count("COMMIT") == 9
