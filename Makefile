@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SAMPLES := $(sort $(wildcard sample_logs/*/))
 OUT ?= build/demo
 
-.PHONY: setup demo test clean
+.PHONY: setup demo test zip clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,11 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q tests
+
+# the package as a zip for spark-submit --py-files
+zip: setup
+	mkdir -p build && rm -f build/txn_audit.zip
+	$(PY) -m zipfile -c build/txn_audit.zip auditor rules
 
 clean:
 	rm -rf build .pytest_cache

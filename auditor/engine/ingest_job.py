@@ -133,8 +133,8 @@ def ingest(
                         (r["_problem_position"], r["_problem_kind"], f"[{name}] {r['_problem_message']}")
                     )
                 decoded.unpersist()
-            else:
-                spark.createDataFrame([], _spark_schema(spec.schema)).write.mode("overwrite").parquet(str(staging / name))
+            else:  # nothing feeds it: an empty table with the right schema, no Spark job
+                _write_small(spark, spec.schema.empty_table(), staging / name)
             table_rows[name] = sum(c.get(name, 0) for c in counts.values())
             stage_seconds[name] = round(time.monotonic() - ts, 3)
         inventory = build_inventory(plan.files, counts, problems)

@@ -32,6 +32,12 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
+    if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:
+        # launched by spark-submit: its --master/--conf already configure the JVM
+        builder = SparkSession.builder.appName(app_name)
+        for k, v in (conf or {}).items():
+            builder = builder.config(k, v)
+        return builder.getOrCreate()
     # executors must run the same interpreter as the driver (our venv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
