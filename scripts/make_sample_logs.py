@@ -7,7 +7,8 @@ every codec, a rolled segment, a txnindex, producer snapshots and the
 coordinator's ``__transaction_state`` records). The data batches are written
 by an encoder that is *not ours*: kafka-python's
 ``kafka.record.default_records.DefaultRecordBatchBuilder``. Only what
-kafka-python cannot write is assembled here by hand, with struct.pack:
+kafka-python cannot write is assembled by hand, with struct.pack, here or by
+the test encoders in tests/builders.py (markers, ``__transaction_state`` records):
 
 * transaction markers (control batches, attributes 0x30) - clients never
   write them, the broker does;
@@ -37,6 +38,7 @@ import json
 import random
 import shutil
 import struct
+import sys
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +47,14 @@ import crc32c
 import kafka
 import kafka.codec
 from kafka.record.default_records import DefaultRecordBatchBuilder
+
+# The hand-assembled encodings (markers, __transaction_state key/value) are the
+# tests' independent encoders: tests/builders.py is not a package, so put the
+# tests dir on sys.path to import it (it imports nothing from auditor).
+_TESTS = Path(__file__).resolve().parents[1] / "tests"
+if str(_TESTS) not in sys.path:
+    sys.path.insert(0, str(_TESTS))
+from builders import marker, txn_log_key_v0, txn_log_value_v0  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1] / "sample_logs" / "synthetic-kafka-python"
 BROKER = ROOT / "broker-1"
@@ -91,27 +101,6 @@ def txn_state_partition(transactional_id: str) -> int:
 def kafka_uuid(rng: random.Random) -> str:
     """A Kafka Uuid as Kafka prints it: URL-safe base64 of 16 bytes, no padding."""
     return base64.urlsafe_b64encode(rng.randbytes(16)).decode("ascii").rstrip("=")
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def zigzag_varint(n: int) -> bytes:
-    return uvarint((n << 1) ^ (n >> 63))
-
-
-def kstring(s: str) -> bytes:
-    raw = s.encode("utf-8")
-    return struct.pack(">h", len(raw)) + raw
 
 
 def pin_gzip_mtime() -> None:
@@ -163,42 +152,14 @@ def kafka_python_batch(
 def control_batch(*, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp: int) -> bytearray:
     """A transaction marker batch, assembled by hand (kafka-python cannot write control batches).
 
-    Layout as MemoryRecords.writeEndTransactionalMarker writes it: magic 2,
-    attributes 0x30 (transactional + control, no codec, CreateTime),
-    baseSequence -1, one record with key = int16 version 0 + int16 type
-    (0 ABORT, 1 COMMIT) and value = int16 version 0 + int32 coordinator epoch.
+    Layout as MemoryRecords.writeEndTransactionalMarker writes it (tests/builders.py
+    ``marker``): magic 2, attributes 0x30 (transactional + control, no codec,
+    CreateTime), baseSequence -1, one record with key = int16 version 0 + int16
+    type (0 ABORT, 1 COMMIT) and value = int16 version 0 + int32 coordinator epoch.
     Base offset and leader epoch are left 0 and patched on append (outside the CRC).
     """
-    key = struct.pack(">hh", 0, 1 if commit else 0)
-    value = struct.pack(">hi", 0, coordinator_epoch)
-    body = (
-        b"\x00"  # record attributes
-        + zigzag_varint(0)  # timestamp delta
-        + zigzag_varint(0)  # offset delta
-        + zigzag_varint(len(key)) + key
-        + zigzag_varint(len(value)) + value
-        + zigzag_varint(0)  # header count
-    )
-    record = zigzag_varint(len(body)) + body
-    after_crc = struct.pack(
-        ">hiqqqhii",
-        0x30,  # attributes
-        0,  # last offset delta
-        timestamp,  # base timestamp
-        timestamp,  # max timestamp
-        producer_id,
-        producer_epoch,
-        -1,  # base sequence
-        1,  # record count
-    ) + record
-    crc = crc32c.crc32c(after_crc)
-    batch_length = 4 + 1 + 4 + len(after_crc)  # leader epoch + magic + crc + rest
-    return bytearray(struct.pack(">qiibI", 0, batch_length, 0, 2, crc) + after_crc)
-
-
-def txn_log_key(transactional_id: str) -> bytes:
-    """TransactionLogKey v0 behind its int16 version prefix."""
-    return struct.pack(">h", 0) + kstring(transactional_id)
+    return bytearray(marker(0, producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
+                            timestamp=timestamp, leader_epoch=0))
 
 
 def txn_log_value(
@@ -210,15 +171,10 @@ def txn_log_value(
     ``partitions`` None encodes a null array (int32 -1), which is what the
     coordinator writes for state Empty.
     """
-    out = struct.pack(">hqhib", 0, producer_id, producer_epoch, timeout_ms, STATE_IDS[state])
-    if partitions is None:
-        out += struct.pack(">i", -1)
-    else:
-        out += struct.pack(">i", len(partitions))
-        for topic, parts in partitions.items():
-            out += kstring(topic) + struct.pack(">i", len(parts)) + b"".join(struct.pack(">i", p) for p in parts)
-    out += struct.pack(">qq", last_update_ms, start_ms)
-    return out
+    return txn_log_value_v0(
+        producer_id, producer_epoch, timeout_ms, STATE_IDS[state],
+        None if partitions is None else partitions.items(), last_update_ms, start_ms,
+    )
 
 
 # --------------------------------------------------------------------------- partition model
@@ -398,7 +354,7 @@ class PartitionLog:
 
     def append_txn_state(self, transactional_id: str, timestamp: int, **value_fields) -> dict:
         """One coordinator write to __transaction_state: a one-record batch built by kafka-python."""
-        key = txn_log_key(transactional_id)
+        key = txn_log_key_v0(transactional_id)
         value = txn_log_value(**value_fields)
         buf = kafka_python_batch(
             [(timestamp, key, value, [])], codec="none", producer_id=-1, producer_epoch=-1,

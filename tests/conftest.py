@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
-
-# Real Kafka files collected from public repositories (see SOURCES.md there).
-# Tests read them in place; they are never copied into the project.
-REAL_LOGS = Path(__file__).resolve().parents[2] / "shared" / "real_logs"
 
 
 def _find_shared() -> Path:
@@ -24,9 +21,23 @@ def _find_shared() -> Path:
 
 
 SHARED = _find_shared()
+# Real Kafka files collected from public repositories (see SOURCES.md there).
+# Tests read them in place; they are never copied into the project.
 REAL_LOGS = SHARED / "real_logs"
 PROJECT = Path(__file__).resolve().parents[1]
 SAMPLE_LOGS = PROJECT / "sample_logs"
+
+
+class CountingReader(io.BytesIO):
+    """An in-memory file that remembers its largest ``read()``: lets tests check
+    that a decoder streams a file in bounded chunks instead of reading it whole."""
+
+    max_read = 0
+
+    def read(self, size=-1):
+        out = super().read(size)
+        self.max_read = max(self.max_read, len(out))
+        return out
 
 import pytest  # noqa: E402
 

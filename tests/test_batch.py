@@ -19,7 +19,7 @@ from pathlib import Path
 import crc32c
 import kafka.codec
 import pytest
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
@@ -32,6 +32,7 @@ from auditor.formats.batch import (
     read_payload,
 )
 from auditor.formats.records import decode_control, iter_records
+from builders import kp_batch
 from conftest import REAL_LOGS
 
 KAFKA_GO = REAL_LOGS / "segmentio__kafka-go" / "fixtures"
@@ -46,30 +47,7 @@ CODECS = [0, 1, pytest.param(2, marks=NO_SNAPPY), 3, 4]
 
 
 # --------------------------------------------------------------------------- helpers
-def kp_batch(
-    records: list[tuple[int, int, bytes | None, bytes | None, list]],
-    *,
-    codec: int = 0,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    transactional: bool = False,
-    base_offset: int = 0,
-    leader_epoch: int = 0,
-) -> bytes:
-    """A v2 batch written by kafka-python; base offset and leader epoch patched like a leader does."""
-    b = DefaultRecordBatchBuilder(
-        magic=2, compression_type=codec, is_transactional=transactional, producer_id=producer_id,
-        producer_epoch=producer_epoch, base_sequence=base_sequence, batch_size=1 << 24,
-    )
-    for delta, ts, key, value, headers in records:
-        assert b.append(delta, timestamp=ts, key=key, value=value, headers=headers) is not None
-    buf = bytearray(b.build())
-    struct.pack_into(">q", buf, 0, base_offset)  # not under the CRC
-    struct.pack_into(">i", buf, 12, leader_epoch)  # not under the CRC
-    return bytes(buf)
-
-
+# kp_batch (a v2 batch written by kafka-python) comes from tests/builders.py
 def payment_records(n: int, ts0: int = 1_700_000_000_000, *, headers: bool = False) -> list:
     """Compressible records: every codec pays off, so kafka-python keeps the codec."""
     out = []

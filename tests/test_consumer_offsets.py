@@ -28,36 +28,12 @@ from auditor.formats.consumer_offsets import (
     decode_offsets_record,
 )
 from auditor.formats.records import iter_records
+from builders import cstr, s16, uvarint
 from conftest import REAL_LOGS
 
 
-# ---------------------------------------------------------------- encoders (test-local)
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def s16(s: str | None) -> bytes:
-    if s is None:
-        return struct.pack(">h", -1)
-    raw = s.encode()
-    return struct.pack(">h", len(raw)) + raw
-
-
-def cs(s: str | None) -> bytes:  # compact string
-    if s is None:
-        return uvarint(0)
-    raw = s.encode()
-    return uvarint(len(raw) + 1) + raw
-
-
+# ---------------------------------------------------------------- encoders
+# uvarint, s16 (int16-length string) and cstr (compact string) come from tests/builders.py
 def b32(b: bytes) -> bytes:
     return struct.pack(">i", len(b)) + b
 
@@ -133,7 +109,7 @@ def test_offset_commit_value_v3_leader_epoch_after_offset():
 
 
 def test_offset_commit_value_v4_flexible_with_unknown_tag():
-    v = struct.pack(">hqi", 4, 5, -1) + cs("abc") + struct.pack(">q", 1765883866522)
+    v = struct.pack(">hqi", 4, 5, -1) + cstr("abc") + struct.pack(">q", 1765883866522)
     row = decode_offsets_record(OK, v + uvarint(0))
     assert row["value_version"] == 4
     assert (row["committed_offset"], row["committed_leader_epoch"], row["committed_metadata"]) == (5, -1, "abc")
@@ -157,7 +133,7 @@ def test_offset_commit_truncations():
         struct.pack(">hq", 0, 1234) + s16("meta") + struct.pack(">q", 16),
         struct.pack(">hq", 1, 77) + s16("") + struct.pack(">qq", 16, 17),
         struct.pack(">hqi", 3, 9, 17) + s16("x") + struct.pack(">q", 16),
-        struct.pack(">hqi", 4, 5, -1) + cs("abc") + struct.pack(">q", 16) + uvarint(0),
+        struct.pack(">hqi", 4, 5, -1) + cstr("abc") + struct.pack(">q", 16) + uvarint(0),
     ]
     for v in values:
         decode_offsets_record(OK, v)
@@ -227,9 +203,9 @@ def test_group_metadata_empty_group_null_protocol_and_leader():
 
 
 def test_group_metadata_v4_flexible():
-    member = (cs("m-1") + cs("inst") + cs("c-1") + cs("/h") + struct.pack(">ii", 1000, 2000)
+    member = (cstr("m-1") + cstr("inst") + cstr("c-1") + cstr("/h") + struct.pack(">ii", 1000, 2000)
               + cb(b"\x09") + cb(b"") + uvarint(1) + uvarint(0) + uvarint(1) + b"\xee")
-    v = struct.pack(">h", 4) + cs("connect") + struct.pack(">i", 3) + cs("sessioned") + cs(None)
+    v = struct.pack(">h", 4) + cstr("connect") + struct.pack(">i", 3) + cstr("sessioned") + cstr(None)
     v += struct.pack(">q", 1690000000000) + uvarint(2) + member
     v += uvarint(1) + uvarint(6) + uvarint(1) + b"\x2a"
     row = decode_offsets_record(group_key("cg"), v)
@@ -390,7 +366,7 @@ def _samples():
     out.append((group_key("g"), group_value_nonflex(3, [m, m])))
     out.append((OK, struct.pack(">hqi", 3, 9, 17) + s16("x") + struct.pack(">q", 16)))
     out.append((OK, struct.pack(">hq", 1, 77) + s16("") + struct.pack(">qq", 16, 17)))
-    out.append((OK, struct.pack(">hqi", 4, 5, -1) + cs("abc") + struct.pack(">q", 16) + uvarint(0)))
+    out.append((OK, struct.pack(">hqi", 4, 5, -1) + cstr("abc") + struct.pack(">q", 16) + uvarint(0)))
     return out
 
 

@@ -21,7 +21,6 @@ import crc32c
 import lz4.frame
 import zstandard
 from hypothesis import HealthCheck, given, settings, strategies as st
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from auditor.errors import DecodeError
@@ -30,6 +29,7 @@ from auditor.formats.binary import Reader
 from auditor.formats.codecs import decompress
 from auditor.formats.message import Field, Schema, decode as decode_message
 from auditor.formats.records import decode_control, iter_records
+from builders import kp_batch, marker
 
 LIMIT = 1 << 20  # small inflate limit: random input must not allocate much either
 # FUZZ_EXAMPLES=20000 for a longer hunt; the default keeps the file at a few seconds
@@ -54,21 +54,17 @@ def must_finish(seconds: int = 10):
 
 # --------------------------------------------------------------------------- seeds
 def _kp(codec: int, n: int, *, pid: int = -1, epoch: int = -1, seq: int = -1, txn: bool = False, base: int = 0) -> bytes:
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=txn, producer_id=pid,
-                                  producer_epoch=epoch, base_sequence=seq, batch_size=1 << 20)
-    for i in range(n):
-        b.append(i, timestamp=1_000 + i, key=None if i % 3 == 0 else b"key-%d" % i,
-                 value=b"value %d " % i * 4, headers=[("h", b"x"), ("n", None)] if i % 2 else [])
-    buf = bytearray(b.build())
-    struct.pack_into(">q", buf, 0, base)
-    return bytes(buf)
+    records = [
+        (i, 1_000 + i, None if i % 3 == 0 else b"key-%d" % i, b"value %d " % i * 4,
+         [("h", b"x"), ("n", None)] if i % 2 else [])
+        for i in range(n)
+    ]
+    return kp_batch(records, codec=codec, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                    transactional=txn, base_offset=base)
 
 
 def _marker(base: int, commit: bool) -> bytes:
-    key, value = struct.pack(">hh", 0, int(commit)), struct.pack(">hi", 0, 3)
-    body = b"\x00\x00\x00\x08" + key + b"\x0c" + value + b"\x00"
-    after = struct.pack(">hiqqqhii", 0x30, 0, 5, 5, 1000, 0, -1, 1) + bytes([len(body) * 2]) + body
-    return struct.pack(">qiibI", base, 9 + len(after), 0, 2, crc32c.crc32c(after)) + after
+    return marker(base, 1000, 0, commit=commit, coordinator_epoch=3, timestamp=5)
 
 
 def _legacy(magic: int, codec: int) -> bytes:

@@ -35,6 +35,7 @@ from auditor.formats.metadata import (
     producer_id_block,
 )
 from auditor.formats.records import decode_control, iter_records
+from builders import carr_i32, cstr, uvarint
 from conftest import REAL_LOGS
 
 DANIEL = REAL_LOGS / "Danielowo2000__BigDataTechnologies-Version-2"
@@ -58,30 +59,7 @@ needs_real = pytest.mark.skipif(not REAL_LOGS.is_dir(), reason="real_logs not av
 
 
 # ---------------------------------------------------------------- byte helpers
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def cstr(s: str | None) -> bytes:
-    """Flexible (compact) string: uvarint(len + 1), 0 = null."""
-    if s is None:
-        return b"\x00"
-    raw = s.encode()
-    return uvarint(len(raw) + 1) + raw
-
-
-def carr_i32(xs: list[int]) -> bytes:
-    return uvarint(len(xs) + 1) + b"".join(struct.pack(">i", x) for x in xs)
-
-
+# uvarint, cstr (compact string) and carr_i32 (compact int32 array) come from tests/builders.py
 def tagged(*fields: tuple[int, bytes]) -> bytes:
     out = uvarint(len(fields))
     for tag, body in fields:

@@ -25,7 +25,7 @@ from auditor.formats.offset_index import (
     iter_time_index,
 )
 from auditor.formats.records import iter_records
-from conftest import REAL_LOGS
+from conftest import CountingReader, REAL_LOGS
 
 RONEM_META = REAL_LOGS / "ronem123__rupia-transaction-service" / "kafka-logs" / "__cluster_metadata-0"
 LESTFEED = REAL_LOGS / "LestFeeD__online-shop-user" / "kafka" / "data"
@@ -214,15 +214,7 @@ def test_large_index_reads_in_chunks():
     n = 100_000
     data = b"".join(oi(i + 1, i * 10) for i in range(n))
 
-    class Counting(io.BytesIO):
-        max_read = 0
-
-        def read(self, size=-1):
-            out = super().read(size)
-            self.max_read = max(self.max_read, len(out))
-            return out
-
-    f = Counting(data)
+    f = CountingReader(data)
     count = 0
     for r in iter_offset_index(f, len(data), 1000):
         assert r["offset"] == 1000 + count + 1

@@ -1,7 +1,8 @@
 """Records inside v2 batches and control records (auditor.formats.records).
 
 Ground truth: what kafka-python's DefaultRecordBatchBuilder was given, kafka-python's reader over
-the same bytes, and records/batches assembled here with struct.pack and a local varint writer.
+the same bytes, and records/batches assembled here with struct.pack and the test varint writer
+of tests/builders.py.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ import struct
 import crc32c
 import kafka.codec
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from auditor.errors import DecodeError
 from auditor.formats.batch import BatchHeader, iter_segment
 from auditor.formats.records import CONTROL_TYPES, ControlRecord, Record, decode_control, iter_records
+from builders import kp_batch, zigzag_varint as zz
 
 INT32_MAX = 2**31 - 1
 NO_SNAPPY = pytest.mark.skipif(
@@ -27,19 +28,7 @@ CODECS = [0, 1, pytest.param(2, marks=NO_SNAPPY), 3, 4]
 
 
 # --------------------------------------------------------------------------- helpers
-def kp_batch(records, *, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1,
-             transactional=False, base_offset=0) -> bytes:
-    b = DefaultRecordBatchBuilder(
-        magic=2, compression_type=codec, is_transactional=transactional, producer_id=producer_id,
-        producer_epoch=producer_epoch, base_sequence=base_sequence, batch_size=1 << 26,
-    )
-    for delta, ts, key, value, headers in records:
-        assert b.append(delta, timestamp=ts, key=key, value=value, headers=headers) is not None
-    buf = bytearray(b.build())
-    struct.pack_into(">q", buf, 0, base_offset)
-    return bytes(buf)
-
-
+# kp_batch (a v2 batch written by kafka-python) and zz (zig-zag varint) come from tests/builders.py
 def header_of(raw: bytes) -> BatchHeader:
     (h,) = iter_segment(io.BytesIO(raw), file_size=len(raw))
     assert isinstance(h, BatchHeader)
@@ -48,18 +37,6 @@ def header_of(raw: bytes) -> BatchHeader:
 
 def records_of(raw: bytes, **kw) -> list[Record]:
     return list(iter_records(header_of(raw), raw[61:], **kw))
-
-
-def zz(n: int) -> bytes:
-    """Zig-zag varint, written here independently of the decoder."""
-    u = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        if u < 0x80:
-            out.append(u)
-            return bytes(out)
-        out.append((u & 0x7F) | 0x80)
-        u >>= 7
 
 
 def raw_record(*, attrs=0, ts_delta=0, off_delta=0, key=None, value=None, headers=(), length_adjust=0) -> bytes:

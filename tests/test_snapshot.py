@@ -27,7 +27,7 @@ from auditor.formats.snapshot import (
     parse_snapshot_offset,
     read_snapshot_header,
 )
-from conftest import REAL_LOGS
+from conftest import CountingReader, REAL_LOGS
 
 NOVA = REAL_LOGS / "NOVA-RICS-Open-Lab__agentic-data-pipelines" / "broker" / "data"
 ITUMELENG = REAL_LOGS / "ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions" / "kafka-data"
@@ -229,18 +229,9 @@ def test_many_entries_stream_across_chunks():
     assert rows[-1]["producer_id"] == n - 1 and rows[-1]["entry_index"] == n - 1
 
 
-class _CountingReader(io.BytesIO):
-    max_read = 0
-
-    def read(self, size=-1):
-        out = super().read(size)
-        self.max_read = max(self.max_read, len(out))
-        return out
-
-
 def test_reads_are_chunked():
     data = snapshot_bytes([entry(pid=i) for i in range(20_000)])  # 920 KB
-    f = _CountingReader(data)
+    f = CountingReader(data)
     assert sum(1 for _ in iter_snapshot(f, len(data))) == 20_000
     assert f.max_read <= 1 << 20
 

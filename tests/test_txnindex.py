@@ -17,6 +17,7 @@ from hypothesis import given, settings, strategies as st
 from auditor.errors import DecodeError
 from auditor.formats.batch import LogProblem
 from auditor.formats.txnindex import COLUMNS, iter_txn_index
+from conftest import CountingReader
 
 
 def aborted(pid, first, last, lso, version=0) -> bytes:
@@ -92,15 +93,7 @@ def test_many_entries_stream_in_chunks():
     n = 7000  # several read chunks
     data = b"".join(aborted(i, 2 * i, 2 * i + 1, 2 * i) for i in range(n))
 
-    class Counting(io.BytesIO):
-        max_read = 0
-
-        def read(self, size=-1):
-            out = super().read(size)
-            self.max_read = max(self.max_read, len(out))
-            return out
-
-    f = Counting(data)
+    f = CountingReader(data)
     count = 0
     for r in iter_txn_index(f, len(data)):
         assert r["entry_index"] == count and r["producer_id"] == count

@@ -21,6 +21,7 @@ from auditor.errors import DecodeError
 from auditor.formats.batch import BatchHeader, iter_segment, read_payload
 from auditor.formats.records import decode_control, iter_records
 from auditor.formats.txnlog import COLUMNS, decode_txn_record, java_string_hash, partition_for
+from builders import txn_log_key_v0 as key_v0, txn_log_value_v0 as value_v0, uvarint
 from conftest import REAL_LOGS
 
 ITUMELENG = REAL_LOGS / "ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions" / "kafka-data"
@@ -40,36 +41,7 @@ PRECEDING = {
 
 
 # ---------------------------------------------------------------- helpers
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def key_v0(txn_id: str) -> bytes:
-    raw = txn_id.encode("utf-8")
-    return struct.pack(">hh", 0, len(raw)) + raw
-
-
-def value_v0(pid, epoch, timeout, status, partitions, last_update, start) -> bytes:
-    out = struct.pack(">hqhib", 0, pid, epoch, timeout, status)
-    if partitions is None:
-        out += struct.pack(">i", -1)
-    else:
-        out += struct.pack(">i", len(partitions))
-        for topic, ids in partitions:
-            t = topic.encode()
-            out += struct.pack(">h", len(t)) + t + struct.pack(">i", len(ids))
-            out += b"".join(struct.pack(">i", i) for i in ids)
-    return out + struct.pack(">qq", last_update, start)
-
-
+# key_v0 / value_v0 (TransactionLogKey/Value v0 assembled by hand) come from tests/builders.py
 def read_segment(path: Path):
     """(BatchHeader, Record) pairs of every record of a segment."""
     out = []

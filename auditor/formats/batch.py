@@ -94,7 +94,14 @@ class LogProblem:
     message: str
 
 
-def _is_zero(f: BinaryIO, start: int, end: int) -> bool:
+def is_zero_range(f: BinaryIO, start: int, end: int) -> bool:
+    """True if bytes ``start``..``end`` of ``f`` are all zero (EOF before ``end`` counts as zero).
+
+    Brokers preallocate the active segment's files (``.log`` with
+    log.preallocate, ``.index``/``.timeindex`` always) and fill them with
+    zeros, so a zero tail is unused space, not corruption. Reads in 1 MiB
+    chunks so a 10 MiB preallocated index never sits in memory at once.
+    """
     f.seek(start)
     left = end - start
     while left > 0:
@@ -152,7 +159,7 @@ def iter_segment(
         offset, size = struct.unpack_from(">qi", head, 0)
         magic = head[16] if head[16] < 128 else head[16] - 256
         if size < MIN_ENTRY_SIZE:
-            if offset == 0 and size == 0 and _is_zero(f, pos, file_size):
+            if offset == 0 and size == 0 and is_zero_range(f, pos, file_size):
                 yield LogProblem("zero-tail", pos, f"zero-filled (preallocated) tail of {left} bytes")
             else:
                 yield LogProblem("bad-length", pos + 8, f"entry size field {size} is below the minimum {MIN_ENTRY_SIZE}")

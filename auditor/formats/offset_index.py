@@ -25,14 +25,13 @@ from typing import Any, BinaryIO, Iterable, Iterator
 import pyarrow as pa
 
 from auditor.errors import TruncatedError
-from auditor.formats.batch import LogProblem
+from auditor.formats.batch import LogProblem, is_zero_range
 
 OFFSET_ENTRY_SIZE = 8
 TIME_ENTRY_SIZE = 12
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _CHUNK_ENTRIES = 8192
-_ZERO_CHUNK = 1 << 20
 
 COLUMNS: list[pa.Field] = [
     pa.field("index_kind", pa.string()),
@@ -41,19 +40,6 @@ COLUMNS: list[pa.Field] = [
     pa.field("position", pa.int32()),
     pa.field("timestamp", pa.int64()),
 ]
-
-
-def _all_zero(f: BinaryIO, start: int, end: int) -> bool:
-    f.seek(start)
-    left = end - start
-    while left > 0:
-        chunk = f.read(min(left, _ZERO_CHUNK))
-        if not chunk:
-            return True
-        if chunk.count(0) != len(chunk):
-            return False
-        left -= len(chunk)
-    return True
 
 
 def _iter_entries(
@@ -81,7 +67,7 @@ def _iter_entries(
             index += 1
     if stop is not None:
         start = stop * size
-        if _all_zero(f, start, file_size):
+        if is_zero_range(f, start, file_size):
             yield LogProblem(
                 "zero-tail",
                 start,

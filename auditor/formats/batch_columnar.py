@@ -1,0 +1,507 @@
+"""Columnar (Arrow) decoder for the batch headers of a log segment.
+
+Why this exists: :func:`auditor.formats.batch.iter_segment` builds one Python
+object per batch and does a seek + read per batch, which tops out far below
+what a multi-GiB log directory needs. This module gives the same answer as
+``iter_segment`` (same rows, same final :class:`LogProblem`) as
+``pyarrow.RecordBatch`` chunks:
+
+* the file is memory-mapped read-only, so reading a header costs no syscall;
+* the framing (offset int64, size int32 at +8, magic at +16) is walked in one
+  tight loop that only collects entry start positions;
+* the 61-byte v2 headers of a chunk are gathered in one numpy fancy-index over
+  an array of 61-byte big-endian records that starts at *every* byte of the
+  file (``strides=(1,)``), and the derived columns are computed vectorised;
+* CRC-32C is one ``crc32c`` call per batch over ``[21, 12 + size)``.
+
+Memory stays bounded: at most ``chunk_batches`` headers (and at most
+``_CHUNK_BYTES`` of file) are in flight, pages of the mapping that were already
+decoded are dropped from this process' page tables (``MADV_DONTNEED``: they
+stay in the page cache, but stop counting in its RSS), and no yielded Arrow
+array points into the mapping, so it can be closed when the iterator ends.
+
+Two deliberate differences from ``iter_segment``, both where a Python int does
+not fit the Arrow column:
+
+* ``last_offset`` is ``base_offset + last_offset_delta`` in 64-bit
+  two's-complement arithmetic, as Kafka's Java ``DefaultRecordBatch.lastOffset``
+  computes it; ``iter_segment`` returns an unbounded Python int, which differs
+  only when a corrupt header makes the sum leave the int64 range.
+* ``file_size`` larger than the real file is clamped to the real size (the
+  streaming decoder would read short and report the lost bytes differently).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import zlib
+from array import array
+from typing import BinaryIO, Iterator, Union
+
+import crc32c
+import numpy as np
+import pyarrow as pa
+
+from auditor.formats.batch import (
+    ABSURD_BATCH_BYTES,
+    INT32_MAX,
+    LOG_OVERHEAD,
+    MIN_ENTRY_SIZE,
+    V2_HEADER,
+    LogProblem,
+)
+from auditor.formats.codecs import codec_name
+
+# Same names and order as BatchHeader.as_row(); types as in the batches table
+# (auditor.ingest.segments.BATCH_COLUMNS) except ``attributes``: the header
+# field is an unsigned 16-bit value there (0..65535) that int16 cannot hold
+# when a corrupt header sets bit 15, so it is int32 here.
+COLUMNS: list[pa.Field] = [
+    pa.field("position", pa.int64()),
+    pa.field("size", pa.int32()),
+    pa.field("base_offset", pa.int64()),
+    pa.field("last_offset", pa.int64()),
+    pa.field("last_offset_delta", pa.int32()),
+    pa.field("partition_leader_epoch", pa.int32()),
+    pa.field("magic", pa.int8()),
+    pa.field("crc", pa.int64()),
+    pa.field("crc_valid", pa.bool_()),
+    pa.field("attributes", pa.int32()),
+    pa.field("compression", pa.string()),
+    pa.field("timestamp_type", pa.string()),
+    pa.field("is_transactional", pa.bool_()),
+    pa.field("is_control", pa.bool_()),
+    pa.field("has_delete_horizon", pa.bool_()),
+    pa.field("base_timestamp", pa.int64()),
+    pa.field("max_timestamp", pa.int64()),
+    pa.field("delete_horizon_ms", pa.int64()),
+    pa.field("producer_id", pa.int64()),
+    pa.field("producer_epoch", pa.int16()),
+    pa.field("base_sequence", pa.int32()),
+    pa.field("last_sequence", pa.int32()),
+    pa.field("record_count", pa.int32()),
+]
+SCHEMA = pa.schema(COLUMNS)
+
+# The 61-byte v2 header as a numpy record (big-endian, unaligned).
+_V2_DTYPE = np.dtype(
+    {
+        "names": [
+            "base_offset", "length", "partition_leader_epoch", "magic", "crc", "attributes",
+            "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
+            "base_sequence", "record_count",
+        ],
+        "formats": [">i8", ">i4", ">i4", "i1", ">u4", ">u2", ">i4", ">i8", ">i8", ">i8", ">i2", ">i4", ">i4"],
+        "offsets": [0, 8, 12, 16, 17, 21, 23, 27, 35, 43, 51, 53, 57],
+        "itemsize": V2_HEADER,
+    }
+)
+
+# compression names by codec id (attributes & 7), as codec_name() spells them
+_CODEC_NAMES = pa.array([codec_name(i) for i in range(8)], pa.string())
+# timestamp_type by index: 0 CreateTime, 1 LogAppendTime, 2 NoTimestampType (magic 0)
+_TS_TYPES = pa.array(["CreateTime", "LogAppendTime", "NoTimestampType"], pa.string())
+
+_SIZE = struct.Struct(">i")
+_OFFSET_SIZE = struct.Struct(">qi")
+_LEGACY = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+_INT64 = struct.Struct(">q")
+
+# Bytes of file decoded before the chunk is emitted and its pages dropped.
+_CHUNK_BYTES = 16 << 20
+# Below this mean entry size a CRC is computed over a copied bytes slice (cheaper
+# than a memoryview slice for tiny batches); above it over a zero-copy view.
+_COPY_CRC_BELOW = 4096
+
+PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
+
+
+def iter_header_batches(
+    path_or_file: PathOrFile,
+    *,
+    start: int = 0,
+    end: int | None = None,
+    file_size: int | None = None,
+    verify_crc: bool = True,
+    chunk_batches: int = 65536,
+) -> Iterator[pa.RecordBatch | LogProblem]:
+    """Yield the headers of the entries starting in ``[start, end)`` as Arrow
+    record batches of at most ``chunk_batches`` rows (columns: :data:`COLUMNS`),
+    then the :class:`LogProblem` that ``iter_segment`` would yield, if any.
+
+    ``path_or_file`` is a path (opened read-only here) or a binary file object
+    opened read-only; a file object without ``fileno()`` is used through its
+    ``getbuffer()`` (``io.BytesIO``) or read whole. ``file_size`` defaults to the
+    real size. No empty record batch is yielded.
+    """
+    if start < 0:
+        raise ValueError(f"start must be >= 0, got {start}")
+    if chunk_batches < 1:
+        raise ValueError(f"chunk_batches must be >= 1, got {chunk_batches}")
+    if isinstance(path_or_file, (str, bytes, os.PathLike)):
+        with open(path_or_file, "rb") as f:
+            yield from _iter_file(f, start, end, file_size, verify_crc, chunk_batches)
+    else:
+        yield from _iter_file(path_or_file, start, end, file_size, verify_crc, chunk_batches)
+
+
+def _iter_file(
+    f: BinaryIO, start: int, end: int | None, file_size: int | None, verify_crc: bool, chunk_batches: int
+) -> Iterator[pa.RecordBatch | LogProblem]:
+    mm: mmap.mmap | None = None
+    buf: object
+    try:
+        fileno = f.fileno()
+    except (AttributeError, OSError, ValueError):
+        fileno = None
+    if fileno is not None:
+        actual = os.fstat(fileno).st_size
+        size = actual if file_size is None else max(0, min(file_size, actual))
+        # mmap refuses empty files (and length 0 means "whole file")
+        if size > 0:
+            mm = mmap.mmap(fileno, size, access=mmap.ACCESS_READ)
+            buf = mm
+        else:
+            buf = b""
+    elif hasattr(f, "getbuffer"):
+        buf = f.getbuffer()
+        size = len(buf) if file_size is None else max(0, min(file_size, len(buf)))
+        if size < len(buf):
+            buf = buf[:size]
+    else:
+        f.seek(0)
+        buf = f.read()
+        size = len(buf) if file_size is None else max(0, min(file_size, len(buf)))
+        buf = buf[:size]
+    dec = _Decoder(buf, size, mm, verify_crc)
+    try:
+        yield from dec.run(start, size if end is None else min(end, size), chunk_batches)
+    finally:
+        dec.release()
+        if isinstance(buf, memoryview):
+            buf.release()
+        del buf
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:  # pragma: no cover - a view escaped; GC closes it later
+                pass
+
+
+class _Decoder:
+    """State of one decode: the buffer, its views and the pages already dropped."""
+
+    def __init__(self, buf: object, size: int, mm: mmap.mmap | None, verify_crc: bool) -> None:
+        self.buf = buf
+        self.size = size
+        self.mm = mm
+        self.verify_crc = verify_crc
+        self.view = memoryview(buf)  # type: ignore[arg-type]
+        # win[p] is the 61 bytes at p: a fancy index gathers many headers in one copy
+        # (a file shorter than one header gets a dummy window: no v2 batch fits in it)
+        u8 = np.frombuffer(self.view, dtype=np.uint8) if size >= V2_HEADER else np.zeros(V2_HEADER, np.uint8)
+        self.win = np.lib.stride_tricks.sliding_window_view(u8, V2_HEADER)
+        self.dropped = 0
+
+    def release(self) -> None:
+        self.win = None  # type: ignore[assignment]
+        self.view.release()
+        self.buf = None
+
+    # --- framing -----------------------------------------------------------
+    def run(self, pos: int, stop: int, chunk_batches: int) -> Iterator[pa.RecordBatch | LogProblem]:
+        """Walk the entries starting in [pos, stop); one record batch per chunk."""
+        problem: LogProblem | None = None
+        # a v2 header at p can be read whole while p + 61 <= size
+        header_end = self.size - V2_HEADER + 1
+        while pos < stop and problem is None:
+            chunk = _Chunk()
+            chunk_end = pos + _CHUNK_BYTES
+            lim = min(stop, header_end, chunk_end)
+            while pos < stop and pos < chunk_end and chunk.rows < chunk_batches:
+                if pos < lim:
+                    pos = self._fast(chunk, pos, lim, chunk_batches - chunk.rows)
+                    if pos >= stop or pos >= chunk_end or chunk.rows >= chunk_batches:
+                        break
+                kind, value = self._entry(pos)
+                if kind == "problem":
+                    problem = value  # type: ignore[assignment]
+                    break
+                if kind == "legacy":
+                    chunk.legacy.append((chunk.rows, value))  # type: ignore[arg-type]
+                    chunk.rows += 1
+                    pos += value[1]  # type: ignore[index]
+                else:  # a v2 batch the fast path did not take (cannot happen past header_end)
+                    self._add_v2(chunk, [pos], None)
+                    pos += value  # type: ignore[operator]
+            if chunk.rows:
+                yield self._columns(chunk)
+            self._drop(pos)
+        if problem is not None:
+            yield problem
+
+    def _fast(self, chunk: "_Chunk", pos: int, lim: int, budget: int) -> int:
+        """Collect clean v2 batches from ``pos`` on; return where the walk stopped.
+
+        The loop trusts each size field and checks nothing but ``pos < lim``
+        (which keeps every header inside the buffer); the batches it collected
+        are then checked vectorised (magic 2, length >= 61, inside the file) and
+        cut at the first that is not clean, whose position is returned for the
+        exact slow path. A negative size can send ``pos`` backwards: that only
+        wastes at most ``budget`` iterations, or stops at struct.error.
+        """
+        buf = self.buf
+        unpack = _SIZE.unpack_from
+        positions: list[int] = []
+        app = positions.append
+        crcs: list[int] | None = None
+        start = pos
+        try:
+            if self.verify_crc and unpack(buf, pos + 8)[0] + LOG_OVERHEAD < _COPY_CRC_BELOW:
+                # small batches: CRC inline over a copied slice (cheapest per call)
+                crcs = []
+                capp = crcs.append
+                crc = crc32c.crc32c
+                for _ in range(budget):
+                    if pos > lim:
+                        break
+                    app(pos)
+                    nxt = pos + unpack(buf, pos + 8)[0] + LOG_OVERHEAD
+                    capp(crc(buf[pos + 21:nxt]))  # type: ignore[index]
+                    pos = nxt
+            else:
+                for _ in range(budget):
+                    if pos > lim:
+                        break
+                    app(pos)
+                    pos += unpack(buf, pos + 8)[0] + LOG_OVERHEAD
+        except struct.error:  # pos went negative past the buffer: the size before was bad
+            pass
+        if not positions:
+            return start
+        if crcs is not None and len(crcs) < len(positions):
+            positions = positions[: len(crcs)]
+        bad = self._add_v2(chunk, positions, crcs)
+        return pos if bad is None else bad
+
+    def _add_v2(self, chunk: "_Chunk", positions: list[int], crcs: list[int] | None) -> int | None:
+        """Gather the headers at ``positions``; keep the clean prefix; return the
+        position of the first batch that is not clean (None if all are)."""
+        p = np.array(positions, dtype=np.int64)
+        rows = self.win[np.clip(p, 0, len(self.win) - 1)]
+        h = rows.view(_V2_DTYPE).reshape(-1)
+        length = h["length"].astype(np.int64)
+        ok = (h["magic"] == 2) & (length >= V2_HEADER - LOG_OVERHEAD) & (p + length + LOG_OVERHEAD <= self.size)
+        bad: int | None = None
+        if not ok.all():
+            k = int(np.argmin(ok))
+            bad = positions[k]
+            p, rows = p[:k], rows[:k]
+            if crcs is not None:
+                crcs = crcs[:k]
+        if len(p):
+            chunk.v2_positions.append(p)
+            chunk.v2_headers.append(rows)
+            chunk.v2_crcs.append(np.array(crcs, dtype=np.int64) if crcs is not None else None)
+            chunk.rows += len(p)
+        return bad
+
+    def _entry(self, pos: int) -> tuple[str, object]:
+        """One entry decided exactly as iter_segment does (the slow path).
+
+        Returns ("v2", entry length), ("legacy", fields) or ("problem", LogProblem).
+        """
+        buf, fsize = self.buf, self.size
+        left = fsize - pos
+        hlen = min(V2_HEADER, left)
+        if hlen < 17:
+            head = bytes(self.view[pos:pos + hlen])
+            if head.count(0) == len(head):
+                return "problem", LogProblem("zero-tail", pos, f"{len(head)} zero bytes after the last entry")
+            return "problem", LogProblem("truncated", pos, f"{len(head)} trailing bytes, too few for an entry header")
+        offset, size = _OFFSET_SIZE.unpack_from(buf, pos)
+        magic = self.view[pos + 16]
+        if magic >= 128:
+            magic -= 256
+        if size < MIN_ENTRY_SIZE:
+            if offset == 0 and size == 0 and self._all_zero(pos, fsize):
+                return "problem", LogProblem("zero-tail", pos, f"zero-filled (preallocated) tail of {left} bytes")
+            return "problem", LogProblem("bad-length", pos + 8, f"entry size field {size} is below the minimum {MIN_ENTRY_SIZE}")
+        entry = LOG_OVERHEAD + size
+        if entry > left:
+            if size > ABSURD_BATCH_BYTES:
+                return "problem", LogProblem("bad-length", pos + 8, f"entry size field {size} is absurd ({left} bytes left in file)")
+            return "problem", LogProblem("truncated", pos, f"entry of {entry} bytes is cut off: only {left} bytes left")
+        if magic in (0, 1):
+            return "legacy", self._legacy(pos, entry)
+        if magic == 2:
+            if entry < V2_HEADER:
+                return "problem", LogProblem("bad-length", pos + 8, f"v2 batch length {size} is shorter than the 61-byte header")
+            return "v2", entry
+        return "problem", LogProblem("unknown-magic", pos + 16, f"unknown magic byte {magic}")
+
+    def _legacy(self, pos: int, entry: int) -> tuple:
+        """(position, size, offset, magic, crc, crc_valid, attributes, timestamp) of a v0/v1 entry."""
+        offset, _size, crc, magic, attrs = _LEGACY.unpack_from(self.buf, pos)
+        # entry >= 26 (size >= 14), so a v1 timestamp at +18 is always inside the entry
+        ts = _INT64.unpack_from(self.buf, pos + 18)[0] if magic == 1 else -1
+        valid = zlib.crc32(self.view[pos + 16:pos + entry]) == crc if self.verify_crc else True
+        return (pos, entry, offset, magic, crc, valid, attrs & 0xFF, ts)
+
+    def _all_zero(self, pos: int, stop: int) -> bool:
+        u8 = np.frombuffer(self.view, dtype=np.uint8)
+        try:
+            for a in range(pos, stop, 1 << 20):
+                if u8[a:min(stop, a + (1 << 20))].any():
+                    return False
+            return True
+        finally:
+            del u8
+
+    def _drop(self, pos: int) -> None:
+        """Drop mapped pages wholly before ``pos`` from the RSS (they stay cached)."""
+        if self.mm is None:
+            return
+        upto = pos - pos % mmap.PAGESIZE
+        if upto - self.dropped >= (1 << 20):
+            try:
+                self.mm.madvise(mmap.MADV_DONTNEED, self.dropped, upto - self.dropped)
+            except (AttributeError, OSError, ValueError):  # pragma: no cover - non-Linux
+                self.mm = None
+                return
+            self.dropped = upto
+
+    # --- columns -------------------------------------------------------------
+    def _columns(self, chunk: "_Chunk") -> pa.RecordBatch:
+        n = chunk.rows
+        if chunk.v2_positions:
+            v2_pos = np.concatenate(chunk.v2_positions)
+            h = np.concatenate(chunk.v2_headers).view(_V2_DTYPE).reshape(-1)
+        else:
+            v2_pos = np.zeros(0, dtype=np.int64)
+            h = np.zeros(0, dtype=_V2_DTYPE)
+        base = h["base_offset"].astype(np.int64)
+        entry = h["length"].astype(np.int64) + LOG_OVERHEAD
+        lod = h["last_offset_delta"].astype(np.int32)
+        attrs = h["attributes"].astype(np.int32)
+        crc = h["crc"].astype(np.int64)
+        base_ts = h["base_timestamp"].astype(np.int64)
+        base_seq = h["base_sequence"].astype(np.int32)
+        if self.verify_crc:
+            computed = np.concatenate(
+                [c if c is not None else self._crc32c_views(p, h2) for p, h2, c in
+                 zip(chunk.v2_positions, chunk.v2_headers, chunk.v2_crcs)]
+            ) if chunk.v2_positions else np.zeros(0, dtype=np.int64)
+            crc_valid = computed == crc
+        else:
+            crc_valid = np.ones(len(v2_pos), dtype=bool)
+        with np.errstate(over="ignore"):
+            last_offset = base + lod  # int64 wraparound, as Java computes it
+        seq = base_seq.astype(np.int64) + lod
+        # DefaultRecordBatch.incrementSequence: past Integer.MAX_VALUE comes 0
+        last_seq = np.where(base_seq < 0, -1, np.where(seq > INT32_MAX, seq - INT32_MAX - 1, seq)).astype(np.int32)
+        has_dh = (attrs & 0x40) != 0
+
+        cols: dict[str, np.ndarray] = {
+            "position": v2_pos,
+            "size": entry.astype(np.int32),
+            "base_offset": base,
+            "last_offset": last_offset,
+            "last_offset_delta": lod,
+            "partition_leader_epoch": h["partition_leader_epoch"].astype(np.int32),
+            "magic": h["magic"].astype(np.int8),
+            "crc": crc,
+            "crc_valid": crc_valid,
+            "attributes": attrs,
+            "codec": (attrs & 0x07).astype(np.int8),
+            "ts_type": ((attrs >> 3) & 1).astype(np.int8),
+            "is_transactional": (attrs & 0x10) != 0,
+            "is_control": (attrs & 0x20) != 0,
+            "has_delete_horizon": has_dh,
+            "base_timestamp": base_ts,
+            "max_timestamp": h["max_timestamp"].astype(np.int64),
+            "producer_id": h["producer_id"].astype(np.int64),
+            "producer_epoch": h["producer_epoch"].astype(np.int16),
+            "base_sequence": base_seq,
+            "last_sequence": last_seq,
+            "record_count": h["record_count"].astype(np.int32),
+        }
+        if chunk.legacy:
+            cols = _merge_legacy(cols, n, chunk.legacy)
+            has_dh = cols["has_delete_horizon"]
+        arrays = []
+        for field in COLUMNS:
+            name = field.name
+            if name == "compression":
+                arrays.append(_CODEC_NAMES.take(pa.array(cols["codec"])))
+            elif name == "timestamp_type":
+                arrays.append(_TS_TYPES.take(pa.array(cols["ts_type"])))
+            elif name == "delete_horizon_ms":
+                arrays.append(pa.array(cols["base_timestamp"], mask=~has_dh))
+            else:
+                arrays.append(pa.array(cols[name]))
+        return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
+
+    def _crc32c_views(self, p: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """CRC-32C of bytes [21, entry) of big batches over zero-copy views: one C-level map."""
+        length = rows.view(_V2_DTYPE).reshape(-1)["length"].astype(np.int64)
+        starts = (p + 21).tolist()
+        ends = (p + length + LOG_OVERHEAD).tolist()
+        view = self.view
+        return np.fromiter(
+            map(crc32c.crc32c, map(view.__getitem__, map(slice, starts, ends))), dtype=np.int64, count=len(starts)
+        )
+
+
+class _Chunk:
+    """Entries collected for one record batch: v2 pieces in order, legacy rows by index."""
+
+    __slots__ = ("rows", "v2_positions", "v2_headers", "v2_crcs", "legacy")
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.v2_positions: list[np.ndarray] = []
+        self.v2_headers: list[np.ndarray] = []  # (n, 61) uint8 copies of the headers
+        self.v2_crcs: list[np.ndarray | None] = []  # computed CRC-32C, or None: compute later
+        self.legacy: list[tuple[int, tuple]] = []  # (row index, fields from _legacy)
+
+
+def _merge_legacy(cols: dict[str, np.ndarray], n: int, legacy: list[tuple[int, tuple]]) -> dict[str, np.ndarray]:
+    """Full-length columns: legacy entries at their row indices, v2 values in the other rows, in order."""
+    rows = np.array([i for i, _ in legacy], dtype=np.int64)
+    is_v2 = np.ones(n, dtype=bool)
+    is_v2[rows] = False
+    pos, entry, offset, magic, crc, valid, attrs, ts = (np.array(c, dtype=np.int64) for c in zip(*(v for _, v in legacy)))
+    legacy_values: dict[str, object] = {
+        "position": pos,
+        "size": entry,
+        "base_offset": offset,
+        "last_offset": offset,
+        "last_offset_delta": 0,
+        "partition_leader_epoch": -1,
+        "magic": magic,
+        "crc": crc,
+        "crc_valid": valid != 0,
+        "attributes": attrs,
+        "codec": attrs & 0x07,
+        "ts_type": np.where(magic == 0, 2, (attrs >> 3) & 1),
+        "is_transactional": False,
+        "is_control": False,
+        "has_delete_horizon": False,
+        "base_timestamp": ts,
+        "max_timestamp": ts,
+        "producer_id": -1,
+        "producer_epoch": -1,
+        "base_sequence": -1,
+        "last_sequence": -1,
+        "record_count": 1,
+    }
+    out: dict[str, np.ndarray] = {}
+    for name, v2 in cols.items():
+        full = np.empty(n, dtype=v2.dtype)
+        full[is_v2] = v2
+        full[rows] = legacy_values[name]
+        out[name] = full
+    return out
