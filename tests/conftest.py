@@ -47,6 +47,6 @@ def spark():
     """One embedded Spark session for the whole test run (starting one costs ~5 s)."""
     from auditor.engine.session import get_spark
 
-    session = get_spark("local[2]", {"spark.sql.shuffle.partitions": "4"})
+    session = get_spark("local[2]", {"spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()

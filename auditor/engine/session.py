@@ -14,7 +14,6 @@ from typing import Mapping
 
 _LOCAL_DEFAULTS = {
     "spark.ui.enabled": "false",
-    "spark.sql.shuffle.partitions": "8",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.memory": "2g",
@@ -47,6 +46,9 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
     builder = SparkSession.builder.appName(app_name)
     builder = builder.master(resolved)
     settings = dict(_LOCAL_DEFAULTS)
+    if resolved.startswith("local"):
+        # one shuffle partition per core: per-task overhead dominates on a single host
+        settings["spark.sql.shuffle.partitions"] = str(os.cpu_count() or 2)
     settings.update(conf or {})
     for k, v in settings.items():
         builder = builder.config(k, v)

@@ -1,0 +1,230 @@
+"""Shared, cached views the rules are written against.
+
+The broker keeps producer state per (partition, producer id): epoch, last
+sequences, coordinator epoch and the first offset of the open transaction
+(``ProducerStateManager``). The views below rebuild that state from the
+``batches`` table with window functions over one ordering — (replica,
+producer id, base offset) — so every rule shares a single sort, and the result
+is persisted once per audit run.
+
+A *replica* is (cluster_id, broker_id, topic, partition): several brokers'
+copies of one partition are audited separately, and compared by the replica
+rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+REPLICA = ["cluster_id", "broker_id", "topic", "partition"]
+INTERNAL_COMPACTED = ("__consumer_offsets", "__transaction_state")
+
+
+@dataclass
+class AuditOptions:
+    """Broker settings the rules compare against (Kafka's defaults unless given)."""
+
+    as_of_ms: int | None = None  # "now" for ages; default: newest timestamp in the dump
+    transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms
+    epoch_exhaustion_warn: int = 32_000  # warn when an epoch gets this close to 32767
+
+
+class AuditContext:
+    def __init__(self, spark, tables_dir: str, options: AuditOptions | None = None) -> None:
+        self.spark = spark
+        self.tables_dir = Path(tables_dir)
+        self.options = options or AuditOptions()
+        self._persisted: list = []
+
+    # -- tables ------------------------------------------------------------
+    def table(self, name: str):
+        return self.spark.read.parquet(str(self.tables_dir / name))
+
+    @cached_property
+    def table_rows(self) -> dict[str, int]:
+        """Row counts from the ingest manifest (no Spark job); {} if there is none."""
+        import json
+
+        m = self.tables_dir / "_ingest.json"
+        return json.loads(m.read_text()).get("tables", {}) if m.exists() else {}
+
+    def has_rows(self, name: str) -> bool:
+        if name in self.table_rows:
+            return self.table_rows[name] > 0
+        p = self.tables_dir / name
+        return p.exists() and not self.table(name).limit(1).isEmpty()
+
+    def _persist(self, df):
+        from pyspark import StorageLevel
+
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self._persisted.append(df)
+        return df
+
+    def close(self) -> None:
+        for df in self._persisted:
+            df.unpersist()
+        self._persisted.clear()
+
+    # -- reference time ------------------------------------------------------
+    @cached_property
+    def as_of_ms(self) -> int:
+        """Ages are measured against this instant: the newest timestamp in the
+        dump unless the user gave one (an offline dump has no "now")."""
+        if self.options.as_of_ms is not None:
+            return self.options.as_of_ms
+        from pyspark.sql import functions as F
+
+        m = self.table("batches").where("magic = 2 AND source = 'segment'").agg(F.max("max_timestamp")).first()[0]
+        t = None
+        if self.has_rows("transaction_log"):
+            t = self.table("transaction_log").agg(F.max("last_update_timestamp_ms")).first()[0]
+        return max(x for x in (m, t, 0) if x is not None)
+
+    # -- producer state ------------------------------------------------------
+    @cached_property
+    def producer_batches(self):
+        """Batches with a producer id, in log order per (replica, producer id), with
+        the state the broker would hold before each one."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        b = (
+            self.table("batches")
+            .where("magic = 2 AND source = 'segment' AND producer_id >= 0")
+            .withColumn("is_marker", F.col("is_control") & F.col("control_type").isin("COMMIT", "ABORT"))
+            .withColumn("is_data", ~F.col("is_control"))
+        )
+        w = Window.partitionBy(*REPLICA, "producer_id").orderBy("base_offset")
+        before = w.rowsBetween(Window.unboundedPreceding, -1)
+        data = lambda c: F.when(F.col("is_data"), F.col(c))  # noqa: E731
+        b = (
+            b.withColumn("markers_before", F.coalesce(F.sum(F.col("is_marker").cast("int")).over(before), F.lit(0)))
+            .withColumn("batch_index", F.row_number().over(w) - 1)
+            .withColumn("prev_data_epoch", F.last(data("producer_epoch"), ignorenulls=True).over(before))
+            .withColumn("prev_data_base_sequence", F.last(data("base_sequence"), ignorenulls=True).over(before))
+            .withColumn("prev_data_last_sequence", F.last(data("last_sequence"), ignorenulls=True).over(before))
+            .withColumn("prev_data_offset", F.last(data("base_offset"), ignorenulls=True).over(before))
+            .withColumn("prev_marker_epoch", F.last(F.when(F.col("is_marker"), F.col("producer_epoch")), ignorenulls=True).over(before))
+            .withColumn("prev_marker_offset", F.last(F.when(F.col("is_marker"), F.col("base_offset")), ignorenulls=True).over(before))
+        )
+        return self._persist(b)
+
+    @cached_property
+    def transactions(self):
+        """One row per transaction per replica: the transactional data of one
+        producer between two of its markers, closed by the later marker (or open)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        pb = self.producer_batches.where("is_transactional")
+        d = F.col("is_data")
+        m = F.col("is_marker")
+        t = pb.groupBy(*REPLICA, "producer_id", "markers_before").agg(
+            F.sum(d.cast("int")).alias("data_batches"),
+            F.min(F.when(d, F.col("base_offset"))).alias("first_offset"),
+            F.max(F.when(d, F.col("last_offset"))).alias("last_data_offset"),
+            F.min(F.when(d, F.col("max_timestamp"))).alias("first_timestamp"),
+            F.max(F.when(d, F.col("max_timestamp"))).alias("last_data_timestamp"),
+            F.min(F.when(d, F.col("producer_epoch"))).alias("data_epoch_min"),
+            F.max(F.when(d, F.col("producer_epoch"))).alias("data_epoch_max"),
+            F.max(F.when(m, F.col("base_offset"))).alias("marker_offset"),
+            F.max(F.when(m, F.col("control_type"))).alias("marker_type"),
+            F.max(F.when(m, F.col("producer_epoch"))).alias("marker_epoch"),
+            F.max(F.when(m, F.col("coordinator_epoch"))).alias("coordinator_epoch"),
+            F.max(F.when(m, F.col("max_timestamp"))).alias("marker_timestamp"),
+            F.max(F.when(d, F.col("prev_marker_epoch"))).alias("prev_marker_epoch"),
+            F.max(F.when(d, F.col("prev_marker_offset"))).alias("prev_marker_offset"),
+        )
+        t = t.withColumn(
+            "state",
+            F.when(F.col("marker_offset").isNull(), F.lit("open"))
+            .when(F.col("data_batches") == 0, F.lit("marker-only"))
+            .otherwise(F.lower(F.col("marker_type"))),
+        )
+        w = Window.partitionBy(*REPLICA, "producer_id").orderBy("markers_before")
+        t = t.withColumn("prev_coordinator_epoch", F.last("coordinator_epoch", ignorenulls=True).over(
+            w.rowsBetween(Window.unboundedPreceding, -1)))
+        return self._persist(t)
+
+    @cached_property
+    def open_transactions(self):
+        return self.transactions.where("state = 'open'")
+
+    # -- coordinator ---------------------------------------------------------
+    @cached_property
+    def has_coordinator_log(self) -> bool:
+        return self.has_rows("transaction_log")
+
+    @cached_property
+    def coordinator_partitions(self) -> int:
+        """How many ``__transaction_state`` partitions the dump holds records of."""
+        return self.table("transaction_log").select("partition").distinct().count()
+
+    @cached_property
+    def coordinator_latest(self):
+        """The latest ``__transaction_state`` record per transactional id."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        tl = self.table("transaction_log").where("record_type = 'transaction'")
+        w = Window.partitionBy("transactional_id").orderBy(F.col("offset").desc(), F.col("broker_id").asc_nulls_last())
+        return tl.withColumn("_rn", F.row_number().over(w)).where("_rn = 1").drop("_rn")
+
+    @cached_property
+    def producer_transactional_ids(self):
+        """(producer_id, transactional_id) pairs the coordinator ever recorded."""
+        from pyspark.sql import functions as F
+
+        tl = self.table("transaction_log").where("record_type = 'transaction' AND NOT is_tombstone")
+        ids = tl.select(F.col("producer_id"), "transactional_id").union(
+            tl.where("previous_producer_id >= 0").select(F.col("previous_producer_id").alias("producer_id"), "transactional_id")
+        ).union(tl.where("next_producer_id >= 0").select(F.col("next_producer_id").alias("producer_id"), "transactional_id"))
+        return ids.where("producer_id >= 0").distinct()
+
+    # -- partitions ----------------------------------------------------------
+    @cached_property
+    def partitions(self):
+        """Per replica: log start/end, high watermark, newest timestamp, compaction."""
+        from pyspark.sql import functions as F
+
+        b = self.table("batches").where("source = 'segment'")
+        p = b.groupBy(*REPLICA).agg(
+            F.min("base_offset").alias("first_batch_offset"),
+            (F.max("last_offset") + 1).alias("log_end_offset"),
+            F.min("segment_base_offset").alias("first_segment_base_offset"),
+            F.max("max_timestamp").alias("max_timestamp"),
+            F.sum(F.when((F.col("magic") == 2) & (F.col("record_count") < F.col("last_offset_delta") + 1), 1).otherwise(0)).alias("compacted_batches"),
+        )
+        cp = self.table("checkpoints")
+        keys = [F.col("cluster_id"), F.col("broker_id"), F.col("topic"), F.col("partition")]
+        hw = cp.where("checkpoint_kind = 'replication-offset'").groupBy(*keys).agg(F.max("offset").alias("high_watermark"))
+        ls = cp.where("checkpoint_kind = 'log-start-offset'").groupBy(*keys).agg(F.max("offset").alias("checkpoint_log_start_offset"))
+        p = p.join(hw, REPLICA, "left").join(ls, REPLICA, "left")
+        p = p.withColumn(
+            "log_start_offset",
+            F.greatest(F.coalesce("checkpoint_log_start_offset", F.lit(0)), F.coalesce("first_segment_base_offset", F.lit(0))),
+        )
+        compact = self.compacted_topics
+        p = p.join(compact, ["topic"], "left").withColumn(
+            "is_compacted",
+            F.coalesce(F.col("config_compact"), F.lit(False)) | F.col("topic").isin(*INTERNAL_COMPACTED) | (F.col("compacted_batches") > 0),
+        )
+        return self._persist(p)
+
+    @cached_property
+    def compacted_topics(self):
+        """Topics whose latest ``cleanup.policy`` in the metadata log includes compact."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        if not self.has_rows("metadata_records"):
+            return self.spark.createDataFrame([], "topic string, config_compact boolean")
+        c = self.table("metadata_records").where("record_type = 'CONFIG_RECORD' AND config_resource_type = 2 AND config_name = 'cleanup.policy'")
+        w = Window.partitionBy("config_resource_name").orderBy(F.col("offset").desc())
+        c = c.withColumn("_rn", F.row_number().over(w)).where("_rn = 1")
+        return c.select(F.col("config_resource_name").alias("topic"),
+                        F.coalesce(F.col("config_value").contains("compact"), F.lit(False)).alias("config_compact"))

@@ -1,0 +1,121 @@
+"""stuck-lso: a partition whose last stable offset is pinned behind its high watermark.
+
+**What.** The LSO is the first offset of the earliest open transaction on the
+partition (ProducerStateManager.firstUnstableOffset), or the high watermark when
+none is open. ``read_committed`` consumers never read past it, and the cleaner
+never compacts past it. One open transaction that nobody will ever close stops
+both for good.
+
+**How it arises.** Any hanging transaction (see ``hanging-transaction``): late
+writes after an abort, writes to partitions never added to a transaction,
+markers lost after an unclean leader election. On ``__consumer_offsets`` an open
+transactional offset commit (``sendOffsetsToTransaction``) keeps the group's
+offsets *pending*: offset fetches with ``require_stable`` (KIP-447) answer
+UNSTABLE_OFFSET_COMMIT and the group's consumers cannot start.
+
+**Evidence.** The pinning transaction (producer id/epoch, first offset), LSO,
+high watermark (``replication-offset-checkpoint``; log end offset when absent),
+lag in offsets and in time (newest timestamp on the partition minus the pinning
+transaction's first timestamp), whether the topic is compacted, which consumer
+groups commit offsets for the partition (they stall), and for
+``__consumer_offsets`` the groups whose commits are pending.
+
+**Severity.** error once the pin is older than ``transaction.max.timeout.ms``
+(the coordinator would have aborted a live transaction by then), else info.
+
+**Remediation.** Abort the pinning transaction (the command is in the finding);
+the LSO then advances to the next open transaction or the high watermark.
+Re-audit afterwards: another hanging transaction may be next in line.
+"""
+
+from __future__ import annotations
+
+from auditor.engine.findings import evidence
+from auditor.engine.rule import Rule
+from auditor.engine.views import REPLICA
+from rules._common import abort_command, ms_text
+
+
+def run(ctx):
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    o = ctx.open_transactions
+    w = Window.partitionBy(*REPLICA).orderBy("first_offset")
+    pin = o.withColumn("_rn", F.row_number().over(w)).withColumn(
+        "open_transactions", F.count(F.lit(1)).over(Window.partitionBy(*REPLICA))).where("_rn = 1")
+    p = ctx.partitions.select(*REPLICA, "high_watermark", "log_end_offset", "max_timestamp", "is_compacted")
+    pin = pin.join(p, REPLICA, "left")
+    hw = F.coalesce(F.col("high_watermark"), F.col("log_end_offset"))
+    pin = pin.withColumn("hw", hw).where(F.col("first_offset") < F.col("hw"))
+
+    oc = ctx.table("offset_commits").where("NOT is_tombstone")
+    readers = oc.groupBy("topic", "partition").agg(F.sort_array(F.collect_set("group_id")).alias("groups"))
+    pin = pin.join(readers, ["topic", "partition"], "left")
+    pending = (
+        oc.withColumnRenamed("log_topic", "o_topic").withColumnRenamed("log_partition", "o_partition")
+        .where("o_topic = '__consumer_offsets' AND batch_is_transactional")
+        .select("cluster_id", "broker_id", F.col("o_partition").alias("partition"),
+                F.col("batch_producer_id").alias("producer_id"), F.col("offset").alias("commit_offset"), "group_id")
+    )
+    pin = pin.join(
+        pending.withColumnRenamed("group_id", "pending_group"),
+        ["cluster_id", "broker_id", "partition", "producer_id"], "left",
+    ).where(
+        F.col("pending_group").isNull() | ((F.col("topic") == "__consumer_offsets") & (F.col("commit_offset") >= F.col("first_offset")))
+    ).groupBy(*[c for c in pin.columns]).agg(F.sort_array(F.collect_set("pending_group")).alias("pending_groups"))
+
+    lag_ms = F.col("max_timestamp") - F.col("first_timestamp")
+    old = (F.lit(ctx.as_of_ms) - F.col("first_timestamp")) > F.lit(ctx.options.transaction_max_timeout_ms)
+    blocks = F.concat_ws(
+        "; ",
+        F.lit("read_committed consumers stop at the LSO"),
+        F.when(F.size(F.coalesce("groups", F.array())) > 0,
+               F.concat(F.lit("groups reading it: "), F.array_join("groups", ", "))),
+        F.when(F.col("is_compacted"), F.lit("the log cleaner cannot compact past the LSO")),
+        F.when(F.size(F.coalesce("pending_groups", F.array())) > 0,
+               F.concat(F.lit("pending transactional offset commits block offset fetches (KIP-447) of groups: "),
+                        F.array_join("pending_groups", ", "))),
+    )
+    return pin.select(
+        *REPLICA,
+        "producer_id",
+        F.col("data_epoch_max").alias("producer_epoch"),
+        F.col("first_offset"),
+        (F.col("hw") - 1).alias("last_offset"),
+        "first_timestamp",
+        F.col("max_timestamp").alias("last_timestamp"),
+        lag_ms.alias("duration_ms"),
+        F.when(old, F.lit("error")).otherwise(F.lit("info")).alias("severity"),
+        F.concat(
+            F.lit("LSO of "), F.col("topic"), F.lit("-"), F.col("partition").cast("string"), F.lit(" is pinned at "),
+            F.col("first_offset").cast("string"), F.lit(" by producer "), F.col("producer_id").cast("string"),
+            F.lit(", "), (F.col("hw") - F.col("first_offset")).cast("string"), F.lit(" offsets ("), ms_text(lag_ms),
+            F.lit(") behind the high watermark "), F.col("hw").cast("string"), F.lit(": "), blocks,
+        ).alias("message"),
+        evidence(
+            last_stable_offset=F.col("first_offset"),
+            high_watermark=F.col("high_watermark"),
+            log_end_offset=F.col("log_end_offset"),
+            lag_offsets=F.col("hw") - F.col("first_offset"),
+            lag_ms=lag_ms,
+            open_transactions=F.col("open_transactions"),
+            compacted=F.col("is_compacted"),
+            consumer_groups=F.array_join(F.coalesce("groups", F.array()), ","),
+            pending_offset_commit_groups=F.array_join(F.coalesce("pending_groups", F.array()), ","),
+        ).alias("evidence"),
+        abort_command(F.col("topic"), F.col("partition"), F.col("first_offset"), F.col("producer_id"),
+                      F.col("data_epoch_max"), F.col("prev_coordinator_epoch")).alias("remediation"),
+    )
+
+
+RULE = Rule(
+    id="stuck-lso",
+    title="Last stable offset pinned behind the high watermark by an open transaction",
+    severity="error",
+    run=run,
+    proposals=("KIP-98", "KIP-447", "KIP-890"),
+    evidence=("last_stable_offset", "high_watermark", "lag_offsets", "lag_ms", "consumer_groups", "pending_offset_commit_groups"),
+    remediation="abort the pinning transaction (kafka-transactions.sh abort), then re-audit",
+    needs=("batches",),
+)
