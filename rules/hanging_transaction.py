@@ -60,9 +60,9 @@ def run(ctx):
     session_had_marker = F.col("prev_marker_epoch").isNotNull() & (F.col("data_epoch_min") <= F.col("prev_marker_epoch"))
 
     if ctx.has_coordinator_log:
-        ids = ctx.producer_transactional_ids.groupBy("producer_id").agg(F.min("transactional_id").alias("transactional_id"))
+        ids = ctx.producer_transactional_ids.groupBy("cluster_id", "producer_id").agg(F.min("transactional_id").alias("transactional_id"))
         coord = ctx.coordinator_latest.select(
-            "transactional_id",
+            "cluster_id", "transactional_id",
             F.col("state").alias("coordinator_state"),
             F.col("producer_id").alias("coordinator_producer_id"),
             F.col("producer_epoch").alias("coordinator_producer_epoch"),
@@ -71,7 +71,7 @@ def run(ctx):
             F.col("topic_partitions"),
         )
         txn_parts = ctx.coordinator_partitions
-        o = o.join(ids, "producer_id", "left").join(coord, "transactional_id", "left")
+        o = o.join(ids, ["cluster_id", "producer_id"], "left").join(coord, ["cluster_id", "transactional_id"], "left")
         listed = F.exists(F.coalesce(F.col("topic_partitions"), F.array()),
                           lambda tp: (tp["topic"] == F.col("topic")) & (tp["partition"] == F.col("partition")))
         ongoing_here = (F.col("coordinator_state") == "Ongoing") & listed & (

@@ -41,7 +41,15 @@ class AuditContext:
 
     # -- tables ------------------------------------------------------------
     def table(self, name: str):
-        return self.spark.read.parquet(str(self.tables_dir / name))
+        """A table, with ``cluster_id`` never null: brokers without a cluster.id
+        (old ZooKeeper clusters) are keyed by their log dir, so two unrelated
+        dumps are never mistaken for one cluster."""
+        from pyspark.sql import functions as F
+
+        df = self.spark.read.parquet(str(self.tables_dir / name))
+        if "cluster_id" in df.columns and "log_dir" in df.columns:
+            df = df.withColumn("cluster_id", F.coalesce("cluster_id", F.concat(F.lit("logdir:"), F.col("log_dir"))))
+        return df
 
     @cached_property
     def table_rows(self) -> dict[str, int]:
@@ -171,18 +179,18 @@ class AuditContext:
         from pyspark.sql import functions as F
 
         tl = self.table("transaction_log").where("record_type = 'transaction'")
-        w = Window.partitionBy("transactional_id").orderBy(F.col("offset").desc(), F.col("broker_id").asc_nulls_last())
+        w = Window.partitionBy("cluster_id", "transactional_id").orderBy(F.col("offset").desc(), F.col("broker_id").asc_nulls_last())
         return tl.withColumn("_rn", F.row_number().over(w)).where("_rn = 1").drop("_rn")
 
     @cached_property
     def producer_transactional_ids(self):
-        """(producer_id, transactional_id) pairs the coordinator ever recorded."""
+        """(cluster_id, producer_id, transactional_id) the coordinator ever recorded."""
         from pyspark.sql import functions as F
 
         tl = self.table("transaction_log").where("record_type = 'transaction' AND NOT is_tombstone")
-        ids = tl.select(F.col("producer_id"), "transactional_id").union(
-            tl.where("previous_producer_id >= 0").select(F.col("previous_producer_id").alias("producer_id"), "transactional_id")
-        ).union(tl.where("next_producer_id >= 0").select(F.col("next_producer_id").alias("producer_id"), "transactional_id"))
+        ids = tl.select("cluster_id", F.col("producer_id"), "transactional_id").union(
+            tl.where("previous_producer_id >= 0").select("cluster_id", F.col("previous_producer_id").alias("producer_id"), "transactional_id")
+        ).union(tl.where("next_producer_id >= 0").select("cluster_id", F.col("next_producer_id").alias("producer_id"), "transactional_id"))
         return ids.where("producer_id >= 0").distinct()
 
     # -- partitions ----------------------------------------------------------

@@ -29,6 +29,11 @@ not fit the Arrow column:
   only when a corrupt header makes the sum leave the int64 range.
 * ``file_size`` larger than the real file is clamped to the real size (the
   streaming decoder would read short and report the lost bytes differently).
+
+A caveat of memory-mapping: if another process truncates the file while it is
+mapped (a broker truncating its active segment), touching the lost pages kills
+the process with SIGBUS. Decode copies or segments no broker writes to; for a
+live log directory use ``iter_segment``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import threading
 import zlib
 from array import array
 from typing import BinaryIO, Iterator, Union
@@ -111,8 +117,14 @@ _INT64 = struct.Struct(">q")
 
 # Bytes of file decoded before the chunk is emitted and its pages dropped.
 _CHUNK_BYTES = 16 << 20
-# Below this mean entry size a CRC is computed over a copied bytes slice (cheaper
-# than a memoryview slice for tiny batches); above it over a zero-copy view.
+# Bounds of the two adaptive stretches of _Decoder._walk.
+_GUESS_MIN, _GUESS_MAX = 16, 1 << 16
+_SCALAR_MIN, _SCALAR_MAX = 32, 8192
+# Batches whose CRC covers at most this many bytes get the vectorised CRC-32C.
+_VEC_CRC_MAX = 128  # even; its pair tables take up to 64 x 256 KiB, built on demand
+_VEC_CRC_BLOCK = 8192
+# Other batches: below this mean CRC length one crc32c call over a copied slice
+# (cheaper than a memoryview slice), above it over a zero-copy view.
 _COPY_CRC_BELOW = 4096
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
@@ -201,12 +213,15 @@ class _Decoder:
         self.view = memoryview(buf)  # type: ignore[arg-type]
         # win[p] is the 61 bytes at p: a fancy index gathers many headers in one copy
         # (a file shorter than one header gets a dummy window: no v2 batch fits in it)
-        u8 = np.frombuffer(self.view, dtype=np.uint8) if size >= V2_HEADER else np.zeros(V2_HEADER, np.uint8)
-        self.win = np.lib.stride_tricks.sliding_window_view(u8, V2_HEADER)
+        self.u8 = np.frombuffer(self.view, dtype=np.uint8) if size >= V2_HEADER else np.zeros(V2_HEADER, np.uint8)
+        self.win = np.lib.stride_tricks.sliding_window_view(self.u8, V2_HEADER)
         self.dropped = 0
+        self.guess = _GUESS_MIN  # batches guessed at once in a run of one length
+        self.scalar = _SCALAR_MIN  # batches walked by the scalar loop between guesses
 
     def release(self) -> None:
         self.win = None  # type: ignore[assignment]
+        self.u8 = None  # type: ignore[assignment]
         self.view.release()
         self.buf = None
 
@@ -222,7 +237,7 @@ class _Decoder:
             lim = min(stop, header_end, chunk_end)
             while pos < stop and pos < chunk_end and chunk.rows < chunk_batches:
                 if pos < lim:
-                    pos = self._fast(chunk, pos, lim, chunk_batches - chunk.rows)
+                    pos = self._walk(chunk, pos, lim, chunk_batches - chunk.rows)
                     if pos >= stop or pos >= chunk_end or chunk.rows >= chunk_batches:
                         break
                 kind, value = self._entry(pos)
@@ -234,7 +249,7 @@ class _Decoder:
                     chunk.rows += 1
                     pos += value[1]  # type: ignore[index]
                 else:  # a v2 batch the fast path did not take (cannot happen past header_end)
-                    self._add_v2(chunk, [pos], None)
+                    self._take_clean(chunk, np.array([pos], dtype=np.int64))
                     pos += value  # type: ignore[operator]
             if chunk.rows:
                 yield self._columns(chunk)
@@ -242,8 +257,43 @@ class _Decoder:
         if problem is not None:
             yield problem
 
-    def _fast(self, chunk: "_Chunk", pos: int, lim: int, budget: int) -> int:
-        """Collect clean v2 batches from ``pos`` on; return where the walk stopped.
+    def _walk(self, chunk: "_Chunk", pos: int, lim: int, budget: int) -> int:
+        """Collect clean v2 batches starting before ``lim``, at most ``budget``;
+        return where the walk stopped (``lim`` or beyond, the budget used up, or
+        an entry the exact slow path must look at).
+
+        Two strategies alternate. Runs of batches of one length (a producer
+        sending records of one size; 93% of the batches in shared/real_logs
+        follow one of the same length) are taken vectorised: guess that the
+        next k batches sit at pos, pos + L, pos + 2L, ..., gather those headers
+        and keep the prefix that really has magic 2 and length L. Elsewhere a
+        scalar loop follows the size fields. k grows while guesses hold; the
+        scalar stretch grows while they fail, so a file of mixed sizes pays
+        little for the guessing.
+        """
+        unpack = _SIZE.unpack_from
+        while pos < lim and budget > 0:
+            length = unpack(self.buf, pos + 8)[0] + LOG_OVERHEAD
+            if length >= V2_HEADER:
+                k = min(budget, self.guess, (lim - pos - 1) // length + 1)
+                took = self._take_clean(chunk, pos + length * np.arange(k, dtype=np.int64), length)
+                pos += took * length
+                budget -= took
+                if took == k:
+                    self.guess = min(2 * self.guess, _GUESS_MAX)
+                    continue
+                self.guess = _GUESS_MIN
+                self.scalar = _SCALAR_MIN if took >= _GUESS_MIN // 2 else min(2 * self.scalar, _SCALAR_MAX)
+            before = chunk.rows
+            pos, stuck = self._fast(chunk, pos, lim, min(budget, self.scalar))
+            budget -= chunk.rows - before
+            if stuck:
+                break
+        return pos
+
+    def _fast(self, chunk: "_Chunk", pos: int, lim: int, budget: int) -> tuple[int, bool]:
+        """Scalar walk: collect clean v2 batches from ``pos`` on; return where it
+        stopped and whether that is an entry that is not a clean v2 batch.
 
         The loop trusts each size field and checks nothing but ``pos < lim``
         (which keeps every header inside the buffer); the batches it collected
@@ -256,57 +306,40 @@ class _Decoder:
         unpack = _SIZE.unpack_from
         positions: list[int] = []
         app = positions.append
-        crcs: list[int] | None = None
         start = pos
         try:
-            if self.verify_crc and unpack(buf, pos + 8)[0] + LOG_OVERHEAD < _COPY_CRC_BELOW:
-                # small batches: CRC inline over a copied slice (cheapest per call)
-                crcs = []
-                capp = crcs.append
-                crc = crc32c.crc32c
-                for _ in range(budget):
-                    if pos > lim:
-                        break
-                    app(pos)
-                    nxt = pos + unpack(buf, pos + 8)[0] + LOG_OVERHEAD
-                    capp(crc(buf[pos + 21:nxt]))  # type: ignore[index]
-                    pos = nxt
-            else:
-                for _ in range(budget):
-                    if pos > lim:
-                        break
-                    app(pos)
-                    pos += unpack(buf, pos + 8)[0] + LOG_OVERHEAD
+            for _ in range(budget):
+                if pos >= lim:
+                    break
+                app(pos)
+                pos += unpack(buf, pos + 8)[0] + LOG_OVERHEAD
         except struct.error:  # pos went negative past the buffer: the size before was bad
             pass
         if not positions:
-            return start
-        if crcs is not None and len(crcs) < len(positions):
-            positions = positions[: len(crcs)]
-        bad = self._add_v2(chunk, positions, crcs)
-        return pos if bad is None else bad
+            return start, False
+        took = self._take_clean(chunk, np.array(positions, dtype=np.int64))
+        if took < len(positions):
+            return positions[took], True
+        return pos, False
 
-    def _add_v2(self, chunk: "_Chunk", positions: list[int], crcs: list[int] | None) -> int | None:
-        """Gather the headers at ``positions``; keep the clean prefix; return the
-        position of the first batch that is not clean (None if all are)."""
-        p = np.array(positions, dtype=np.int64)
+    def _take_clean(self, chunk: "_Chunk", p: np.ndarray, length: int | None = None) -> int:
+        """Gather the headers at positions ``p`` (each < size - 60), add the
+        longest prefix of clean v2 batches (of entry length ``length`` if given)
+        to the chunk and return its length."""
         rows = self.win[np.clip(p, 0, len(self.win) - 1)]
         h = rows.view(_V2_DTYPE).reshape(-1)
-        length = h["length"].astype(np.int64)
-        ok = (h["magic"] == 2) & (length >= V2_HEADER - LOG_OVERHEAD) & (p + length + LOG_OVERHEAD <= self.size)
-        bad: int | None = None
-        if not ok.all():
-            k = int(np.argmin(ok))
-            bad = positions[k]
-            p, rows = p[:k], rows[:k]
-            if crcs is not None:
-                crcs = crcs[:k]
-        if len(p):
-            chunk.v2_positions.append(p)
-            chunk.v2_headers.append(rows)
-            chunk.v2_crcs.append(np.array(crcs, dtype=np.int64) if crcs is not None else None)
-            chunk.rows += len(p)
-        return bad
+        size_field = h["length"].astype(np.int64)
+        ok = (h["magic"] == 2) & (p + size_field + LOG_OVERHEAD <= self.size)
+        if length is None:
+            ok &= size_field >= V2_HEADER - LOG_OVERHEAD
+        else:
+            ok &= size_field == length - LOG_OVERHEAD
+        took = len(p) if ok.all() else int(np.argmin(ok))
+        if took:
+            chunk.v2_positions.append(p[:took])
+            chunk.v2_headers.append(rows[:took])
+            chunk.rows += took
+        return took
 
     def _entry(self, pos: int) -> tuple[str, object]:
         """One entry decided exactly as iter_segment does (the slow path).
@@ -390,11 +423,7 @@ class _Decoder:
         base_ts = h["base_timestamp"].astype(np.int64)
         base_seq = h["base_sequence"].astype(np.int32)
         if self.verify_crc:
-            computed = np.concatenate(
-                [c if c is not None else self._crc32c_views(p, h2) for p, h2, c in
-                 zip(chunk.v2_positions, chunk.v2_headers, chunk.v2_crcs)]
-            ) if chunk.v2_positions else np.zeros(0, dtype=np.int64)
-            crc_valid = computed == crc
+            crc_valid = self._crc32c(v2_pos, entry) == crc
         else:
             crc_valid = np.ones(len(v2_pos), dtype=bool)
         with np.errstate(over="ignore"):
@@ -444,27 +473,45 @@ class _Decoder:
                 arrays.append(pa.array(cols[name]))
         return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
 
-    def _crc32c_views(self, p: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """CRC-32C of bytes [21, entry) of big batches over zero-copy views: one C-level map."""
-        length = rows.view(_V2_DTYPE).reshape(-1)["length"].astype(np.int64)
-        starts = (p + 21).tolist()
-        ends = (p + length + LOG_OVERHEAD).tolist()
-        view = self.view
-        return np.fromiter(
-            map(crc32c.crc32c, map(view.__getitem__, map(slice, starts, ends))), dtype=np.int64, count=len(starts)
-        )
+    def _crc32c(self, p: np.ndarray, entry: np.ndarray) -> np.ndarray:
+        """CRC-32C of bytes [21, entry) of each batch, as int64.
+
+        Small batches (what 1-record batches are) are done vectorised by
+        :func:`_crc32c_right_aligned`; a call per batch would cost more in
+        Python overhead than the CRC itself. Bigger ones get one ``crc32c`` call
+        each, driven by ``map`` (no Python loop), over a copied slice when small
+        or a zero-copy view when big.
+        """
+        out = np.empty(len(p), dtype=np.int64)
+        ends = p + entry
+        m = entry - 21
+        vec = (m <= _VEC_CRC_MAX) & (ends >= _VEC_CRC_MAX) & (len(self.win) > 0)
+        if vec.any():
+            if vec.all():
+                out[:] = _crc32c_right_aligned(self.u8, ends, m)
+            else:
+                out[vec] = _crc32c_right_aligned(self.u8, ends[vec], m[vec])
+        rest = np.flatnonzero(~vec)
+        if len(rest):
+            starts = (p[rest] + 21).tolist()
+            stops = ends[rest].tolist()
+            src = self.buf if self.mm is not None and m[rest].mean() < _COPY_CRC_BELOW else self.view
+            out[rest] = np.fromiter(
+                map(crc32c.crc32c, map(src.__getitem__, map(slice, starts, stops))),  # type: ignore[union-attr]
+                dtype=np.int64, count=len(starts),
+            )
+        return out
 
 
 class _Chunk:
     """Entries collected for one record batch: v2 pieces in order, legacy rows by index."""
 
-    __slots__ = ("rows", "v2_positions", "v2_headers", "v2_crcs", "legacy")
+    __slots__ = ("rows", "v2_positions", "v2_headers", "legacy")
 
     def __init__(self) -> None:
         self.rows = 0
         self.v2_positions: list[np.ndarray] = []
         self.v2_headers: list[np.ndarray] = []  # (n, 61) uint8 copies of the headers
-        self.v2_crcs: list[np.ndarray | None] = []  # computed CRC-32C, or None: compute later
         self.legacy: list[tuple[int, tuple]] = []  # (row index, fields from _legacy)
 
 
@@ -504,4 +551,71 @@ def _merge_legacy(cols: dict[str, np.ndarray], n: int, legacy: list[tuple[int, t
         full[is_v2] = v2
         full[rows] = legacy_values[name]
         out[name] = full
+    return out
+
+
+# --- vectorised CRC-32C ------------------------------------------------------------
+# CRC-32C (reflected polynomial 0x82F63B78) is linear over GF(2). With a zero
+# initial register ("raw" CRC), leading zero bytes change nothing, and the raw CRC
+# of a message is the XOR of one table value per byte that depends only on the
+# byte and on how many bytes follow it. Then
+#     crc32c(D) = raw(D) ^ crc32c(m zero bytes)        (m = len(D))
+# because the standard init/xorout 0xFFFFFFFF only add a term that depends on m.
+# So many short messages, each right-aligned in a row of M bytes with the bytes
+# before it zeroed, are checked with M/2 table look-ups of 16-bit pairs per row,
+# vectorised over the rows, instead of one Python-level call per message.
+_CRC_POLY = 0x82F63B78
+_PAIR_TABLES: list[np.ndarray] = []  # [i][w]: raw CRC of pair w (LE) followed by 2*i zero bytes
+_PAIR_TABLES_LOCK = threading.Lock()
+_ZERO_CRCS = np.array([crc32c.crc32c(bytes(m)) for m in range(_VEC_CRC_MAX + 2)], dtype=np.uint32)
+
+
+def _byte_tables(count: int) -> np.ndarray:
+    """[k][b]: raw CRC-32C of byte b followed by k zero bytes, k < count."""
+    t = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        t = np.where(t & 1, (t >> 1) ^ np.uint32(_CRC_POLY), t >> 1).astype(np.uint32)
+    out = np.empty((count, 256), dtype=np.uint32)
+    out[0] = t
+    for k in range(1, count):
+        prev = out[k - 1]
+        out[k] = (prev >> 8) ^ t[prev & 0xFF]
+    return out
+
+
+def _pair_tables(n: int) -> list[np.ndarray]:
+    """The first ``n`` 16-bit pair tables (256 KiB each), built once, on demand."""
+    if len(_PAIR_TABLES) < n:
+        with _PAIR_TABLES_LOCK:
+            if len(_PAIR_TABLES) < n:
+                single = _byte_tables(2 * n)
+                w = np.arange(65536, dtype=np.uint32)
+                lo, hi = w & 0xFF, w >> 8
+                for i in range(len(_PAIR_TABLES), n):
+                    # the pair's first byte has 2i+1 bytes after it, its second byte 2i
+                    _PAIR_TABLES.append(single[2 * i + 1][lo] ^ single[2 * i][hi])
+    return _PAIR_TABLES
+
+
+def _crc32c_right_aligned(u8: np.ndarray, ends: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """CRC-32C of ``u8[ends[i] - lengths[i]:ends[i]]`` for every i (lengths <= _VEC_CRC_MAX,
+    ends >= _VEC_CRC_MAX), vectorised over i in blocks of _VEC_CRC_BLOCK rows (about
+    1 MiB of working set per block)."""
+    out = np.empty(len(ends), dtype=np.int64)
+    for b in range(0, len(ends), _VEC_CRC_BLOCK):
+        e = ends[b:b + _VEC_CRC_BLOCK]
+        m = lengths[b:b + _VEC_CRC_BLOCK]
+        width = int(m.max())
+        width += width & 1
+        rows = np.lib.stride_tricks.sliding_window_view(u8, width)[e - width]  # (n, width) copy
+        lead = width - m
+        if lead.any():  # zero what precedes each message (leading zeros leave a raw CRC alone)
+            np.multiply(rows, np.arange(width)[None, :] >= lead[:, None], out=rows)
+        pairs = np.ascontiguousarray(rows.view("<u2").T)  # (width/2, n): one row per pair position
+        tables = _pair_tables(width // 2)
+        acc = np.zeros(len(e), dtype=np.uint32)
+        last = width // 2 - 1
+        for q in range(width // 2):
+            acc ^= tables[last - q].take(pairs[q])
+        out[b:b + _VEC_CRC_BLOCK] = acc ^ _ZERO_CRCS[m]
     return out

@@ -1,0 +1,117 @@
+"""out-of-order-sequence: a producer's sequence numbers on a partition that do not follow.
+
+**What.** For an idempotent or transactional producer the broker accepts a
+batch only if its base sequence follows the last one it holds for the same
+(producer id, epoch) — ``last + 1`` with wraparound from 2147483647 to 0 — and a
+new epoch starts at 0 (ProducerAppendInfo). On disk, consecutive data batches of
+one (partition, producer id, epoch) should therefore chain exactly. Findings:
+
+* ``gap`` — sequences missing between two batches (records lost);
+* ``duplicate`` — the same sequence range stored at two offsets: idempotence failed,
+  consumers see the records twice;
+* ``regression`` — a batch whose sequence goes backwards;
+* ``new-epoch-nonzero`` — the first batch of a new epoch does not start at 0;
+* ``epoch-regression`` — a batch with an older epoch after a newer one (a zombie).
+
+**How it arises.** The broker rejects these on produce (OUT_OF_ORDER_SEQUENCE_NUMBER,
+INVALID_PRODUCER_EPOCH), but replication and log recovery skip the checks, so
+they reach disk through log truncation after an unclean leader election,
+divergent replicas, or a broker bug (KAFKA-5793, KIP-185 follow-up, KIP-360). On
+compacted topics the cleaner removes whole batches, so gaps there are expected
+and reported as info.
+
+**Evidence.** previous batch offset and sequences, expected sequence, epochs,
+whether the topic is compacted.
+
+**Remediation.** Compare the partition's replicas (``replica-divergence``) and the
+broker logs around the offsets for unclean leader elections or truncation; for
+duplicates, downstream deduplication is needed for the affected offsets. Gaps on
+compacted topics need no action.
+"""
+
+from __future__ import annotations
+
+from auditor.engine.findings import evidence
+from auditor.engine.rule import Rule
+from auditor.engine.views import REPLICA
+
+INT_MAX = 2**31 - 1
+
+
+def run(ctx):
+    from pyspark.sql import functions as F
+
+    pb = ctx.producer_batches.where("is_data AND base_sequence >= 0")
+    prev_last = F.col("prev_data_last_sequence")
+    expected = F.when(prev_last == INT_MAX, F.lit(0)).otherwise(prev_last + 1)
+    same_epoch = F.col("producer_epoch") == F.col("prev_data_epoch")
+    kind = (
+        F.when(F.col("prev_data_epoch").isNull(), F.lit(None))
+        .when(F.col("producer_epoch") < F.col("prev_data_epoch"), F.lit("epoch-regression"))
+        .when(~same_epoch & (F.col("base_sequence") != 0), F.lit("new-epoch-nonzero"))
+        .when(~same_epoch, F.lit(None))
+        .when(F.col("base_sequence") == expected, F.lit(None))
+        .when((F.col("base_sequence") == F.col("prev_data_base_sequence")) & (F.col("last_sequence") == prev_last), F.lit("duplicate"))
+        .when(F.col("base_sequence") > expected, F.lit("gap"))
+        .otherwise(F.lit("regression"))
+    )
+    chained = pb.withColumn("kind", kind).where("kind IS NOT NULL").withColumn("expected", expected).withColumn(
+        "other_offset", F.col("prev_data_offset"))
+
+    # duplicates that are not adjacent: the same range twice anywhere in the session
+    dup = (
+        pb.groupBy(*REPLICA, "producer_id", "producer_epoch", "base_sequence", "last_sequence")
+        .agg(F.sort_array(F.collect_list("base_offset")).alias("offsets"), F.count(F.lit(1)).alias("n"),
+             F.min("max_timestamp").alias("max_timestamp"))
+        .where("n > 1")
+    )
+    dup = dup.select(
+        *REPLICA, "producer_id", "producer_epoch", "base_sequence", "last_sequence", "max_timestamp",
+        F.col("offsets")[1].alias("base_offset"), F.col("offsets")[0].alias("other_offset"),
+        F.lit("duplicate").alias("kind"), F.lit(None).cast("int").alias("expected"),
+        F.lit(None).cast("int").alias("prev_data_last_sequence"), F.lit(None).cast("int").alias("prev_data_epoch"),
+    )
+    cols = [*REPLICA, "producer_id", "producer_epoch", "base_sequence", "last_sequence", "max_timestamp", "base_offset",
+            "other_offset", "kind", "expected", "prev_data_last_sequence", "prev_data_epoch"]
+    # an adjacent duplicate is found by both paths: keep one
+    f = chained.select(*cols).unionByName(dup.select(*cols)).dropDuplicates([*REPLICA, "producer_id", "base_offset", "kind"])
+    f = f.join(ctx.partitions.select(*REPLICA, "is_compacted"), REPLICA, "left")
+    benign = F.col("is_compacted") & F.col("kind").isin("gap")
+    sev = F.when(benign, F.lit("info")).when(F.col("kind") == "duplicate", F.lit("critical")).otherwise(F.lit("error"))
+    return f.select(
+        *REPLICA, "producer_id", "producer_epoch",
+        F.least("other_offset", "base_offset").alias("first_offset"),
+        F.greatest("other_offset", "base_offset").alias("last_offset"),
+        F.col("max_timestamp").alias("last_timestamp"),
+        sev.alias("severity"),
+        F.concat(
+            F.col("kind"), F.lit(" in producer "), F.col("producer_id").cast("string"), F.lit(" epoch "),
+            F.col("producer_epoch").cast("string"), F.lit(" on "), F.col("topic"), F.lit("-"), F.col("partition").cast("string"),
+            F.lit(" at offset "), F.col("base_offset").cast("string"), F.lit(": sequences "),
+            F.col("base_sequence").cast("string"), F.lit(".."), F.col("last_sequence").cast("string"),
+            F.when(F.col("kind") == "duplicate", F.concat(F.lit(" also stored at offset "), F.col("other_offset").cast("string")))
+            .when(F.col("kind") == "new-epoch-nonzero", F.concat(F.lit(" (previous epoch "), F.col("prev_data_epoch").cast("string"), F.lit("; a new epoch must start at 0)")))
+            .when(F.col("kind") == "epoch-regression", F.concat(F.lit(" after epoch "), F.col("prev_data_epoch").cast("string"), F.lit(" at offset "), F.col("other_offset").cast("string")))
+            .otherwise(F.concat(F.lit(", expected "), F.col("expected").cast("string"), F.lit(" after offset "), F.col("other_offset").cast("string"))),
+            F.when(benign, F.lit(" (compacted topic: the cleaner removes whole batches)")).otherwise(F.lit("")),
+        ).alias("message"),
+        evidence(kind=F.col("kind"), base_sequence=F.col("base_sequence"), last_sequence=F.col("last_sequence"),
+                 expected_sequence=F.col("expected"), previous_last_sequence=F.col("prev_data_last_sequence"),
+                 previous_epoch=F.col("prev_data_epoch"), other_offset=F.col("other_offset"),
+                 compacted=F.col("is_compacted")).alias("evidence"),
+        F.when(benign, F.lit("none: expected on compacted topics")).otherwise(F.lit(
+            "compare replicas of the partition and look for unclean leader elections or truncation around these offsets; "
+            "duplicates need downstream deduplication")).alias("remediation"),
+    )
+
+
+RULE = Rule(
+    id="out-of-order-sequence",
+    title="Producer sequence numbers that skip, repeat or go backwards on disk",
+    severity="error",
+    run=run,
+    proposals=("KIP-98", "KIP-185", "KIP-360", "KAFKA-5793"),
+    evidence=("kind", "expected_sequence", "previous_last_sequence", "other_offset", "compacted"),
+    remediation="compare replicas, check for unclean leader election/truncation; dedupe duplicates downstream",
+    needs=("batches",),
+)

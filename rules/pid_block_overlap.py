@@ -1,0 +1,130 @@
+"""pid-block-overlap: producer-id blocks that overlap, go backwards, or ids used twice.
+
+**What.** Producer ids are handed out in blocks of 1000. With KRaft the
+controller grants ``[next, next+999]`` and appends a ProducerIdsRecord with
+NextProducerId = ``next + 1000`` to ``__cluster_metadata`` (KIP-730); with
+ZooKeeper the znode ``/latest_producer_id_block`` holds the last grant. Blocks
+must never overlap and NextProducerId must only grow: two producers sharing one
+id corrupt each other's state on every partition (spurious
+OutOfOrderSequence / InvalidProducerEpoch, one producer's marker closing the
+other's transaction).
+
+**How it arises.** A ZooKeeper-to-KRaft migration that imported a stale block
+(KAFKA-15552), a broker accepting a block that starts at its current block's
+last id (KAFKA-20031: the sanity check used ``<`` instead of ``<=``), a
+controller failover replaying an old record. Findings:
+
+* ``backwards`` — a ProducerIdsRecord whose NextProducerId is not above the previous one;
+* ``overlap`` — two different grants whose blocks intersect (also a KRaft grant
+  inside the exported ZooKeeper block);
+* ``never-granted`` — a producer id in the data above every block the
+  controller ever granted;
+* ``shared-id`` — one producer id recorded for two transactional ids in
+  ``__transaction_state``.
+
+**Remediation.** Stop producers that use the affected ids (they will be fenced
+or corrupt each other), make sure every broker runs a fixed version, and force a
+new block (restart brokers so they request fresh blocks above the highest id in
+use). For ``shared-id``, re-initialise one of the transactional producers.
+"""
+
+from __future__ import annotations
+
+from auditor.engine.findings import evidence
+from auditor.engine.rule import Rule
+
+
+def _blocks(ctx):
+    from pyspark.sql import functions as F
+
+    b = ctx.table("producer_id_blocks")
+    order = F.when(F.col("source") == "log", F.col("offset")).otherwise(F.lit(None))
+    return b.withColumn("log_order", order)
+
+
+def run(ctx):
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    out = []
+    b = _blocks(ctx)
+    # one row per distinct grant (a snapshot restates the latest one; replicas repeat the log)
+    grants = b.groupBy("cluster_id", "next_producer_id").agg(
+        F.min("block_start").alias("block_start"), F.max("block_end").alias("block_end"),
+        F.max("broker_id").alias("broker_id"), F.min("offset").alias("offset"),
+        F.sort_array(F.collect_set("source")).alias("sources"),
+    )
+    # backwards: metadata log order per metadata replica
+    log = b.where("source = 'log'")
+    w = Window.partitionBy("cluster_id", "log_broker_id").orderBy("offset")
+    back = log.withColumn("prev_next", F.lag("next_producer_id").over(w)).withColumn(
+        "prev_offset", F.lag("offset").over(w)).where("next_producer_id <= prev_next")
+    out.append(back.select(
+        "cluster_id", F.col("log_broker_id").alias("broker_id"), F.lit("critical").alias("severity"),
+        F.col("offset").alias("last_offset"), F.col("prev_offset").alias("first_offset"),
+        F.col("timestamp").alias("last_timestamp"),
+        F.concat(F.lit("ProducerIdsRecord at metadata offset "), F.col("offset").cast("string"),
+                 F.lit(" sets NextProducerId "), F.col("next_producer_id").cast("string"),
+                 F.lit(", not above the previous "), F.col("prev_next").cast("string"),
+                 F.lit(" (offset "), F.col("prev_offset").cast("string"), F.lit("): ids will be handed out twice")).alias("message"),
+        evidence(kind=F.lit("backwards"), next_producer_id=F.col("next_producer_id"), previous_next_producer_id=F.col("prev_next"),
+                 granted_to_broker=F.col("broker_id")).alias("evidence"),
+    ))
+    # overlap between distinct grants (ZooKeeper blocks are grants too)
+    a, c = grants.alias("a"), grants.alias("c")
+    ov = a.join(c, (F.col("a.cluster_id").eqNullSafe(F.col("c.cluster_id"))) & (F.col("a.next_producer_id") < F.col("c.next_producer_id"))
+                & (F.col("a.block_start") <= F.col("c.block_end")) & (F.col("c.block_start") <= F.col("a.block_end")))
+    out.append(ov.select(
+        F.col("a.cluster_id").alias("cluster_id"), F.lit("critical").alias("severity"),
+        F.col("c.block_start").alias("first_offset"), F.least("a.block_end", "c.block_end").alias("last_offset"),
+        F.concat(F.lit("producer-id blocks ["), F.col("a.block_start").cast("string"), F.lit(", "), F.col("a.block_end").cast("string"),
+                 F.lit("] ("), F.array_join("a.sources", "+"), F.lit(", broker "), F.col("a.broker_id").cast("string"),
+                 F.lit(") and ["), F.col("c.block_start").cast("string"), F.lit(", "), F.col("c.block_end").cast("string"),
+                 F.lit("] ("), F.array_join("c.sources", "+"), F.lit(", broker "), F.col("c.broker_id").cast("string"),
+                 F.lit(") overlap: the same producer ids were granted twice")).alias("message"),
+        evidence(kind=F.lit("overlap"), first_block=F.concat_ws("-", F.col("a.block_start"), F.col("a.block_end")),
+                 second_block=F.concat_ws("-", F.col("c.block_start"), F.col("c.block_end")),
+                 first_sources=F.array_join("a.sources", "+"), second_sources=F.array_join("c.sources", "+")).alias("evidence"),
+    ))
+    # ids in data above every grant of the cluster
+    top = grants.groupBy("cluster_id").agg(F.max("block_end").alias("max_granted"))
+    used = ctx.table("batches").where("producer_id >= 0").groupBy("cluster_id", "producer_id").agg(
+        F.min("base_offset").alias("first_offset"), F.first("topic").alias("topic"), F.first("partition").alias("partition"),
+        F.min("max_timestamp").alias("first_timestamp"))
+    never = used.join(top, "cluster_id").where(F.col("producer_id") > F.col("max_granted"))
+    out.append(never.select(
+        "cluster_id", "topic", "partition", "producer_id", "first_offset", "first_timestamp", F.lit("error").alias("severity"),
+        F.concat(F.lit("producer id "), F.col("producer_id").cast("string"), F.lit(" is used on "), F.col("topic"), F.lit("-"),
+                 F.col("partition").cast("string"), F.lit(" but the controller never granted a block above "),
+                 F.col("max_granted").cast("string"), F.lit(" (ids from another cluster, a lost metadata log, or an overlap)")).alias("message"),
+        evidence(kind=F.lit("never-granted"), max_granted=F.col("max_granted")).alias("evidence"),
+    ))
+    if ctx.has_rows("transaction_log"):
+        shared = ctx.producer_transactional_ids.groupBy("cluster_id", "producer_id").agg(
+            F.sort_array(F.collect_set("transactional_id")).alias("ids")).where(F.size("ids") > 1)
+        out.append(shared.select(
+            "cluster_id", "producer_id", F.col("ids")[0].alias("transactional_id"), F.lit("error").alias("severity"),
+            F.concat(F.lit("producer id "), F.col("producer_id").cast("string"), F.lit(" is recorded for transactional ids "),
+                     F.array_join("ids", ", "), F.lit(" in __transaction_state: two producers share one id")).alias("message"),
+            evidence(kind=F.lit("shared-id"), transactional_ids=F.array_join("ids", ",")).alias("evidence"),
+        ))
+    from auditor.engine.findings import conform
+
+    res = None
+    for df in out:
+        df = conform(df.withColumn("remediation", F.lit(RULE.remediation)), RULE.id)
+        res = df if res is None else res.unionByName(df)
+    return res
+
+
+RULE = Rule(
+    id="pid-block-overlap",
+    title="Producer-id blocks that overlap or go backwards; producer ids used twice",
+    severity="critical",
+    run=run,
+    proposals=("KIP-730", "KAFKA-15552", "KAFKA-20031"),
+    evidence=("kind", "first_block", "second_block", "next_producer_id"),
+    remediation=("stop producers using the affected ids, upgrade brokers with the fix, restart brokers so they take "
+                 "fresh blocks above the highest id in use; for shared-id re-initialise one transactional producer"),
+    needs=("batches",),
+)

@@ -1,0 +1,90 @@
+"""unknown-producer-gap: a producer whose first retained batch does not start at sequence 0.
+
+**What.** The broker rebuilds producer state from snapshots and the log. If the
+earliest batch a partition still holds for a producer id has a non-zero base
+sequence (and no producer snapshot remembers that producer), the broker had, or
+will have after a restart, *no state* for it: before Kafka 2.5 that surfaced as
+UNKNOWN_PRODUCER_ID to the client, and the KIP-185 follow-up discussion showed
+it being misreported as OutOfOrderSequence — spurious errors, not data loss.
+
+**How it arises.** Retention or DeleteRecords removed the producer's earlier
+batches (the log start offset moved past them) while the producer was still
+alive, or its state expired (``producer.id.expiration.ms``). KIP-360 made the
+broker accept such producers (any sequence when it has no state) and lets the
+client bump its epoch safely. The same on-disk pattern in a log that still
+starts at its first offset has no such explanation: the producer's earlier
+batches are gone — truncation or loss.
+
+**Classification** (``evidence['classification']``): ``retention`` (log start
+offset above 0: state removed with the deleted segments/records — spurious),
+``compaction`` (compacted topic), ``unexplained`` (nothing was deleted: loss).
+
+**Remediation.** ``retention``: none for data; raise ``retention.ms`` /
+``producer.id.expiration.ms`` for low-traffic producers or upgrade clients to
+KIP-360 (2.5+) behaviour. ``unexplained``: investigate truncation (unclean
+leader election) around the first offset.
+"""
+
+from __future__ import annotations
+
+from auditor.engine.findings import evidence
+from auditor.engine.rule import Rule
+from auditor.engine.views import REPLICA
+
+
+def run(ctx):
+    from pyspark.sql import functions as F
+
+    first = ctx.producer_batches.where("is_data AND prev_data_epoch IS NULL AND base_sequence > 0")
+    first = first.join(ctx.partitions.select(*REPLICA, "log_start_offset", "first_batch_offset", "is_compacted"), REPLICA, "left")
+    snaps = ctx.table("producer_snapshots").select(*REPLICA, "producer_id", "snapshot_offset", "last_sequence").withColumnRenamed(
+        "last_sequence", "snapshot_last_sequence")
+    known = first.join(snaps, [*REPLICA, "producer_id"], "left").where(
+        F.col("snapshot_offset").isNotNull() & (F.col("snapshot_offset") <= F.col("base_offset"))
+    ).select(*REPLICA, "producer_id").distinct().withColumn("in_snapshot", F.lit(True))
+    first = first.join(known, [*REPLICA, "producer_id"], "left").where(F.col("in_snapshot").isNull())
+    cls = (
+        F.when(F.col("log_start_offset") > 0, F.lit("retention"))
+        .when(F.col("is_compacted"), F.lit("compaction"))
+        .otherwise(F.lit("unexplained"))
+    )
+    first = first.withColumn("classification", cls)
+    sev = F.when(F.col("classification") == "unexplained", F.lit("error")).when(
+        F.col("classification") == "retention", F.lit("warning")).otherwise(F.lit("info"))
+    return first.select(
+        *REPLICA, "producer_id", "producer_epoch",
+        F.col("base_offset").alias("first_offset"), F.col("last_offset"),
+        F.col("max_timestamp").alias("first_timestamp"),
+        sev.alias("severity"),
+        F.concat(
+            F.lit("producer "), F.col("producer_id").cast("string"), F.lit(" (epoch "), F.col("producer_epoch").cast("string"),
+            F.lit(") first appears on "), F.col("topic"), F.lit("-"), F.col("partition").cast("string"), F.lit(" at offset "),
+            F.col("base_offset").cast("string"), F.lit(" with sequence "), F.col("base_sequence").cast("string"), F.lit(": "),
+            F.when(F.col("classification") == "retention", F.concat(
+                F.lit("its earlier batches were removed (log start offset "), F.col("log_start_offset").cast("string"),
+                F.lit("); the broker has no state for it: spurious UNKNOWN_PRODUCER_ID / OutOfOrderSequence (KIP-360)")))
+            .when(F.col("classification") == "compaction", F.lit("compacted topic: the cleaner removed its earlier batches"))
+            .otherwise(F.concat(
+                F.lit("the log still starts at offset "), F.col("log_start_offset").cast("string"),
+                F.lit(", yet sequences 0.."), (F.col("base_sequence") - 1).cast("string"), F.lit(" are missing: unexplained loss"))),
+        ).alias("message"),
+        evidence(classification=F.col("classification"), base_sequence=F.col("base_sequence"),
+                 log_start_offset=F.col("log_start_offset"), first_batch_offset=F.col("first_batch_offset"),
+                 compacted=F.col("is_compacted")).alias("evidence"),
+        F.when(F.col("classification") == "unexplained", F.lit(
+            "investigate truncation / unclean leader election before this offset; compare replicas"))
+        .otherwise(F.lit("no data action; keep producer state alive longer (retention.ms, producer.id.expiration.ms) "
+                         "or use KIP-360 clients (2.5+) that bump the epoch on UNKNOWN_PRODUCER_ID")).alias("remediation"),
+    )
+
+
+RULE = Rule(
+    id="unknown-producer-gap",
+    title="Producer whose first retained batch has a non-zero sequence (lost producer state)",
+    severity="warning",
+    run=run,
+    proposals=("KIP-360", "KIP-185"),
+    evidence=("classification", "base_sequence", "log_start_offset", "first_batch_offset"),
+    remediation="retention: extend retention / producer.id.expiration.ms; unexplained: investigate truncation",
+    needs=("batches",),
+)
