@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml scripts/setup.sh
 
 demo: setup
 	rm -rf $(OUT)
-	$(VENV)/bin/txn-audit ingest $(SAMPLES) --out $(OUT)/tables; test $$? -le 1
+	$(VENV)/bin/txn-audit scan $(SAMPLES) --tables $(OUT)/tables --out $(OUT)/findings || test $$? -eq 1
 	$(VENV)/bin/txn-audit tables $(OUT)/tables
 
 test: setup

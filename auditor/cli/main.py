@@ -14,6 +14,7 @@ import click
 from auditor import __version__
 from auditor.cli.ingest_cmd import ingest_cmd, tables_cmd
 from auditor.cli.dump_cmd import dump_cmd
+from auditor.cli.audit_cmd import audit_cmd, explain_cmd, rules_cmd, scan_cmd
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -25,6 +26,8 @@ def cli() -> None:
 cli.add_command(ingest_cmd)
 cli.add_command(tables_cmd)
 cli.add_command(dump_cmd)
+for _cmd in (scan_cmd, audit_cmd, rules_cmd, explain_cmd):
+    cli.add_command(_cmd)
 
 
 def main() -> None:
