@@ -19,4 +19,18 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]'
+
+# Real Apache Kafka brokers for tests/test_live_broker.py and scripts/capture_scenarios.py:
+# jars resolved from Maven Central with mvn (cached in ~/.m2) into build/kafka/<version>/libs.
+if ! command -v mvn >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing maven (resolves the Kafka broker jars)" >&2
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q maven
+  else
+    echo "setup: no mvn and no apt-get: install Maven to run the live-broker tests" >&2; exit 2
+  fi
+fi
+for KAFKA_VERSION in 4.3.1 3.5.2; do   # keep in sync with scripts/kafka/harness.py VERSIONS
+  bash scripts/kafka/fetch.sh "$KAFKA_VERSION" >/dev/null
+done
 echo "setup: $VENV ready" >&2

@@ -1,0 +1,1402 @@
+#!/usr/bin/env python3
+"""Capture real Kafka broker log dirs into ``sample_logs/<scenario>/`` with their ground truth.
+
+Each scenario runs against a fresh single-node KRaft broker (``scripts/kafka/harness.py``), drives
+it with real clients — confluent-kafka (librdkafka: transactional and idempotent producers,
+consumers, admin), Kafka's own Java producer for transaction version 2, and kafka-python's protocol
+layer for the requests no well-behaved client sends — then stops the broker cleanly or SIGKILLs it,
+copies its log dir to ``sample_logs/<scenario>/broker-1/`` unmodified, and writes
+``sample_logs/<scenario>/expected.json``.
+
+Ground truth is client-side bookkeeping only: the producer id/epoch the client held (librdkafka's
+statistics ``eos`` block, the Java client's transaction manager, or the InitProducerId response),
+the partition and offset of every record from the delivery reports / produce responses, the
+outcome the client asked for, and end offsets (high watermark, last stable offset) the broker
+reported over ListOffsets before it was stopped. Never the auditor's output.
+
+Mutated scenarios copy part of a real capture and change named bytes (recomputing CRC-32C); the
+exact change is written into their expected.json under ``mutation``.
+
+Usage::
+
+    .venv/bin/python scripts/capture_scenarios.py               # all scenarios (~1.5 min)
+    .venv/bin/python scripts/capture_scenarios.py --only clean  # one (mutations need their base)
+    .venv/bin/python scripts/capture_scenarios.py --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import shutil
+import struct
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scripts.kafka.harness import (  # noqa: E402
+    NEWEST,
+    PRE_VERIFICATION,
+    JavaProducer,
+    KafkaBroker,
+    RawConnection,
+    cluster_id_for,
+)
+
+SAMPLE_LOGS = ROOT / "sample_logs"
+WORK = ROOT / "build" / "capture"
+GENERATED_BY = "scripts/capture_scenarios.py"
+INTERNAL_PARTITIONS = 5  # offsets.topic.num.partitions and transaction.state.log.num.partitions (harness)
+
+log = logging.getLogger("capture")
+
+
+# --------------------------------------------------------------------------------------------------
+# Kafka facts used to name where things land (documented rules, not observations)
+# --------------------------------------------------------------------------------------------------
+def java_string_hash(s: str) -> int:
+    """``String.hashCode()`` over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def kafka_abs(n: int) -> int:
+    """``org.apache.kafka.common.utils.Utils.abs``: Integer.MIN_VALUE maps to 0."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
+def coordinator_partition(key: str, partitions: int = INTERNAL_PARTITIONS) -> int:
+    """Partition of ``__transaction_state`` / ``__consumer_offsets`` that owns a transactional id / group."""
+    return kafka_abs(java_string_hash(key)) % partitions
+
+
+def tp(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Bookkeeping
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class Txn:
+    transactional_id: str
+    client: str
+    producer_id: int
+    producer_epoch: int
+    transaction_version: int
+    offsets: dict[str, list[int]] = field(default_factory=dict)
+    outcome: str = "OPEN"
+    marker_epoch: int | None = None
+    marker_offsets: dict[str, int] = field(default_factory=dict)
+    offset_commits: list[dict] = field(default_factory=list)
+    note: str | None = None
+
+    def as_json(self) -> dict:
+        parts = {}
+        for k, offs in sorted(self.offsets.items()):
+            parts[k] = {"first_offset": min(offs), "last_offset": max(offs), "record_offsets": sorted(offs)}
+            if k in self.marker_offsets:
+                parts[k]["marker_offset"] = self.marker_offsets[k]
+        for k, off in self.marker_offsets.items():
+            parts.setdefault(k, {"record_offsets": []})["marker_offset"] = off
+        d = {
+            "transactional_id": self.transactional_id,
+            "client": self.client,
+            "transaction_version": self.transaction_version,
+            "producer_id": self.producer_id,
+            "producer_epoch": self.producer_epoch,
+            "outcome": self.outcome,
+            "marker_epoch": self.marker_epoch,
+            "partitions": parts,
+        }
+        if self.offset_commits:
+            d["offset_commits"] = self.offset_commits
+        if self.note:
+            d["note"] = self.note
+        return d
+
+
+class Recorder:
+    """What the scenario did, as the clients saw it."""
+
+    def __init__(self) -> None:
+        self.txns: list[Txn] = []
+        self.writes: list[dict] = []  # non-transactional writes
+        self.raw: list[dict] = []  # raw protocol requests and the broker's answers
+        self.producers: dict[str, dict] = {}
+        self.end_offsets: dict[str, dict] = {}
+
+    def producer(self, name: str, **info) -> None:
+        self.producers.setdefault(name, {"name": name}).update(info)
+
+    def write(self, producer: str, kind: str, pid: int, epoch: int, records: list[tuple[str, int, int]], first_sequence: dict[str, int] | None = None) -> None:
+        by_tp: dict[str, list[int]] = {}
+        for t, p, o in records:
+            by_tp.setdefault(tp(t, p), []).append(o)
+        for k, offs in sorted(by_tp.items()):
+            w = {"producer": producer, "kind": kind, "producer_id": pid, "producer_epoch": epoch, "partition": k,
+                 "record_offsets": sorted(offs)}
+            if first_sequence and k in first_sequence:
+                w["first_sequence"] = first_sequence[k]
+            self.writes.append(w)
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for t in self.txns:
+            for k in set(t.offsets) | set(t.marker_offsets):
+                c = out.setdefault(k, {"committed": 0, "aborted": 0, "open": 0})
+                c[{"COMMIT": "committed", "ABORT": "aborted"}.get(t.outcome, "open")] += 1
+        return dict(sorted(out.items()))
+
+
+# --------------------------------------------------------------------------------------------------
+# Clients
+# --------------------------------------------------------------------------------------------------
+class CkProducer:
+    """A confluent-kafka producer whose producer id/epoch come from librdkafka's statistics (``eos``)."""
+
+    def __init__(self, ctx: "Ctx", name: str, conf: dict) -> None:
+        from confluent_kafka import Producer
+
+        self.ctx = ctx
+        self.name = name
+        self.eos: dict = {}
+        self.stats_n = 0
+        self.stats_ts = 0
+        self.pending: list = []
+        self.sent_per_tp: dict[str, int] = {}  # messages handed to librdkafka per partition in this epoch
+        full = {
+            "bootstrap.servers": ctx.broker.bootstrap,
+            "statistics.interval.ms": 50,
+            "stats_cb": self._stats,
+            "logger": ctx.client_log,
+            "linger.ms": 5,
+            "client.id": name,
+        }
+        full.update(conf)
+        self.conf = conf
+        self.p = Producer(full)
+
+    def _stats(self, js: str) -> None:
+        st = json.loads(js)
+        self.eos = st.get("eos") or {}
+        self.stats_ts = st.get("ts", 0)
+        self.stats_n += 1
+
+    def identity(self) -> tuple[int, int]:
+        """(producer_id, producer_epoch) from a statistics snapshot librdkafka took after this call.
+
+        Stats carry ``ts``, librdkafka's CLOCK_MONOTONIC in microseconds (the clock Python's
+        ``time.monotonic`` reads on Linux), so stale callbacks still queued are skipped.
+        """
+        t_call = time.monotonic() * 1e6
+        deadline = time.monotonic() + 10
+        while not (self.stats_ts >= t_call and int(self.eos.get("producer_id", -1)) >= 0):
+            self.p.poll(0.02)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name}: no fresh statistics with a producer id ({self.eos})")
+        return int(self.eos["producer_id"]), int(self.eos["producer_epoch"])
+
+    def send(self, topic: str, partition: int, value: bytes, key: bytes | None = None) -> None:
+        def dr(err, msg):
+            self.pending.append((err, msg.topic(), msg.partition(), msg.offset()))
+
+        self.p.produce(topic, value=value, key=key, partition=partition, on_delivery=dr)
+        k = tp(topic, partition)
+        self.sent_per_tp[k] = self.sent_per_tp.get(k, 0) + 1
+
+    def flush(self) -> list[tuple[str, int, int]]:
+        left = self.p.flush(30)
+        if left:
+            raise RuntimeError(f"{self.name}: {left} messages undelivered")
+        out = []
+        for err, t, p, o in self.pending:
+            if err is not None:
+                raise RuntimeError(f"{self.name}: delivery failed: {err}")
+            out.append((t, p, o))
+        self.pending = []
+        return out
+
+    def close(self) -> None:
+        try:
+            self.p.flush(1)
+        except Exception:  # noqa: BLE001 - broker may be gone (kill scenarios)
+            pass
+        del self.p
+
+
+class Ctx:
+    """One scenario run: a fresh broker, admin client, clients and the recorder."""
+
+    def __init__(self, name: str, version: str, overrides: dict, features: dict | None) -> None:
+        self.name = name
+        self.version = version
+        self.workdir = WORK / name
+        if self.workdir.exists():
+            shutil.rmtree(self.workdir)
+        self.workdir.mkdir(parents=True)
+        self.client_log = logging.getLogger(f"clients.{name}")
+        self.client_log.propagate = False
+        h = logging.FileHandler(self.workdir / "clients.log")
+        h.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        self.client_log.handlers = [h]
+        self.client_log.setLevel(logging.INFO)
+        self.overrides = overrides
+        self.features = features or {}
+        self.broker = KafkaBroker(version, self.workdir, overrides, features=features, cluster_id=cluster_id_for(name))
+        self.rec = Recorder()
+        self.clients: list = []
+        self.admin = None
+        self.ending = "stop"
+        self.used_java = False
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.broker.start()
+        self.admin = AdminClient({"bootstrap.servers": self.broker.bootstrap, "logger": self.client_log})
+
+    def close_clients(self) -> None:
+        for c in self.clients:
+            c.close()
+        self.clients = []
+        self.admin = None
+
+    # -- admin ----------------------------------------------------------------------------------
+    def segment_config(self, segment_bytes: int) -> dict[str, str]:
+        """Small segments: 3.x accepts ``segment.bytes`` down to 14 bytes; 4.x requires >= 1 MiB
+        there and offers the internal topic config ``internal.segment.bytes`` for tests."""
+        if self.version.startswith("3."):
+            return {"segment.bytes": str(segment_bytes)}
+        return {"internal.segment.bytes": str(segment_bytes)}
+
+    def create_topic(self, name: str, partitions: int, segment_bytes: int = 2048, **config: str) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        cfg = self.segment_config(segment_bytes)
+        cfg.update(config)
+        for f in self.admin.create_topics([NewTopic(name, partitions, 1, config=cfg)]).values():
+            f.result(30)
+        # wait until the partitions have a leader (metadata propagated)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            md = self.admin.list_topics(name, timeout=5)
+            t = md.topics.get(name)
+            if t and t.error is None and len(t.partitions) == partitions and all(p.leader >= 0 for p in t.partitions.values()):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"topic {name} not ready")
+
+    def end_offsets(self, tps: list[tuple[str, int]]) -> dict[str, dict[str, int]]:
+        """High watermark (read_uncommitted latest) and last stable offset (read_committed latest)."""
+        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        out: dict[str, dict[str, int]] = {}
+        for iso, key in ((IsolationLevel.READ_UNCOMMITTED, "high_watermark"), (IsolationLevel.READ_COMMITTED, "last_stable_offset")):
+            req = {TopicPartition(t, p): OffsetSpec.latest() for t, p in tps}
+            res = self.admin.list_offsets(req, isolation_level=iso, request_timeout=10)
+            for tpo, fut in res.items():
+                out.setdefault(tp(tpo.topic, tpo.partition), {})[key] = fut.result().offset
+        return out
+
+    def settle(self, tps: list[tuple[str, int]], timeout: float = 30.0) -> dict[str, int]:
+        """Wait until every partition's LSO equals its high watermark (all markers written); return HW."""
+        deadline = time.monotonic() + timeout
+        while True:
+            eo = self.end_offsets(tps)
+            if all(v["high_watermark"] == v["last_stable_offset"] for v in eo.values()):
+                return {k: v["high_watermark"] for k, v in eo.items()}
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"partitions did not settle: {eo}")
+            time.sleep(0.05)
+
+    def record_end_offsets(self, tps: list[tuple[str, int]]) -> None:
+        self.rec.end_offsets.update(self.end_offsets(tps))
+
+    # -- producers ------------------------------------------------------------------------------
+    def ck(self, name: str, **conf) -> CkProducer:
+        p = CkProducer(self, name, conf)
+        self.clients.append(p)
+        return p
+
+    def java(self, name: str, **conf) -> JavaProducer:
+        cfg = {"bootstrap.servers": self.broker.bootstrap, "client.id": name, "linger.ms": 5}
+        cfg.update(conf)
+        p = JavaProducer(self.version, cfg, log_file=self.workdir / f"{name}.java.log")
+        self.used_java = True
+        self.clients.append(p)
+        return p
+
+    # -- transactions with bookkeeping ----------------------------------------------------------
+    def ck_txn(self, p: CkProducer, writes: list[tuple[str, int, bytes]], outcome: str, *,
+               settle: bool = True, offsets_from=None) -> Txn:
+        """One librdkafka transaction (transaction version 0/1: markers carry the data epoch)."""
+        p.p.begin_transaction()
+        pid, epoch = p.identity()
+        txn = Txn(p.conf["transactional.id"], "confluent-kafka " + _ck_version(), pid, epoch, self.tv_ck())
+        for t, part, v in writes:
+            p.send(t, part, v)
+        for t, part, o in p.flush():
+            txn.offsets.setdefault(tp(t, part), []).append(o)
+        if offsets_from is not None:
+            consumer, group_id, positions = offsets_from
+            p.p.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+            txn.offset_commits = [{"group_id": group_id, "topic": x.topic, "partition": x.partition,
+                                   "committed_offset": x.offset,
+                                   "offsets_partition": tp("__consumer_offsets", coordinator_partition(group_id))}
+                                  for x in positions]
+        self.rec.txns.append(txn)
+        if outcome == "OPEN":
+            return txn
+        if outcome == "COMMIT":
+            p.p.commit_transaction(30)
+        else:
+            p.p.abort_transaction(30)
+        txn.outcome = outcome
+        _, after = p.identity()
+        txn.marker_epoch = after  # TV0/1: the client keeps its epoch; markers carry it
+        if settle:
+            self._settle_markers(txn)
+        return txn
+
+    def java_txn(self, p: JavaProducer, writes: list[tuple[str, int, str]], outcome: str, *, settle: bool = True) -> Txn:
+        """One Java-client transaction; with TV2 the EndTxn response hands the client the bumped epoch,
+        which is the epoch the coordinator's markers carry."""
+        st = p.call("begin")
+        txn = Txn(p.transactional_id, f"kafka-clients {self.version} (Java)", st["producer_id"], st["producer_epoch"],
+                  2 if st["tv2"] else self.tv_ck())
+        for t, part, v in writes:
+            p.call("send", t, part, v)
+        for r in p.call("flush")["records"]:
+            txn.offsets.setdefault(tp(r["topic"], r["partition"]), []).append(r["offset"])
+        self.rec.txns.append(txn)
+        if outcome == "OPEN":
+            return txn
+        st = p.call("commit" if outcome == "COMMIT" else "abort")
+        txn.outcome = outcome
+        txn.marker_epoch = st["producer_epoch"] if st["producer_id"] == txn.producer_id else None
+        if settle:
+            self._settle_markers(txn)
+        return txn
+
+    def _settle_markers(self, txn: Txn) -> None:
+        """Markers are the last records once LSO == HW, because scenarios write one thing at a time."""
+        tps = [(k.rsplit("-", 1)[0], int(k.rsplit("-", 1)[1])) for k in txn.offsets]
+        for k, hw in self.settle(tps).items():
+            if hw - 1 <= max(txn.offsets[k]):
+                raise RuntimeError(f"{k}: no marker after the transaction's data (hw {hw})")
+            txn.marker_offsets[k] = hw - 1
+
+    def tv_ck(self) -> int:
+        """librdkafka speaks TV0/TV1: TV1 when the cluster finalized transaction.version >= 1 (4.x)."""
+        return 0 if self.version.startswith("3.") or self.features.get("transaction.version", 2) == 0 else 1
+
+    def idem_write(self, p: CkProducer, writes: list[tuple[str, int, bytes]], kind: str = "idempotent") -> list:
+        """Non-transactional writes; for idempotent producers the first sequence per partition is the
+        number of messages this client sent there before (librdkafka numbers per partition from 0)."""
+        before = dict(p.sent_per_tp)
+        for t, part, v in writes:
+            p.send(t, part, v)
+        recs = p.flush()
+        if kind == "plain":
+            pid, epoch = -1, -1
+        else:
+            pid, epoch = p.identity()
+        self.rec.write(p.name, kind, pid, epoch, recs,
+                       None if kind == "plain" else {k: before.get(k, 0) for k in {tp(t, pp) for t, pp, _ in recs}})
+        return recs
+
+
+_CK = None
+
+
+def _ck_version() -> str:
+    global _CK
+    if _CK is None:
+        import confluent_kafka
+
+        _CK = f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+        v, lv = confluent_kafka.version(), confluent_kafka.libversion()
+        _CK = f"{v[0] if isinstance(v, tuple) else v} (librdkafka {lv[0] if isinstance(lv, tuple) else lv})"
+    return _CK
+
+
+# --------------------------------------------------------------------------------------------------
+# Raw protocol (kafka-python's protocol layer)
+# --------------------------------------------------------------------------------------------------
+def build_batch(pid: int, epoch: int, seq: int, values: list[bytes], transactional: bool) -> bytes:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
+                                  producer_id=pid, producer_epoch=epoch, base_sequence=seq, batch_size=1 << 20)
+    now = int(time.time() * 1000)
+    for i, v in enumerate(values):
+        b.append(i, timestamp=now, key=None, value=v, headers=[])
+    return bytes(b.build())
+
+
+def raw_produce(conn: RawConnection, topic: str, partition: int, batch: bytes, transactional_id: str | None) -> tuple[int, int]:
+    """ProduceRequest v8 with one batch; returns (error_code, base_offset)."""
+    from kafka.protocol.producer import ProduceRequest
+
+    req = ProduceRequest(
+        transactional_id=transactional_id, acks=-1, timeout_ms=10000,
+        topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=batch)])])
+    resp = conn.call(req, 8)
+    pr = resp.responses[0].partition_responses[0]
+    return pr.error_code, pr.base_offset
+
+
+def raw_init_producer_id(conn: RawConnection, transactional_id: str | None = None) -> tuple[int, int, int]:
+    from kafka.protocol.producer import InitProducerIdRequest
+
+    req = InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
+    r = conn.call(req, 3)
+    return r.error_code, r.producer_id, r.producer_epoch
+
+
+# --------------------------------------------------------------------------------------------------
+# Scenarios
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class Scenario:
+    name: str
+    version: str
+    run: Callable[[Ctx], dict]
+    overrides: dict = field(default_factory=dict)
+    features: dict | None = None
+    base: str | None = None  # mutated scenarios: the capture they derive from
+
+
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def scenario(name: str, version: str, **kw):
+    def deco(fn):
+        SCENARIOS[name] = Scenario(name, version, fn, **kw)
+        return fn
+
+    return deco
+
+
+def val(tag: str, i: int) -> bytes:
+    return f"{tag}-{i}".encode()
+
+
+@scenario("clean", NEWEST)
+def sc_clean(ctx: Ctx) -> dict:
+    """Committed and aborted transactions by three transactional producers (two librdkafka on TV1, one
+    Java client on TV2) over three partitions, idempotent and plain writes between them, one
+    consume-transform-produce transaction with sendOffsetsToTransaction. Nothing is left open."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    ctx.create_topic("orders", 3, 1024)
+    ctx.create_topic("events", 1, 1024)
+    rng = random.Random(7)
+    a = ctx.ck("txn-a", **{"transactional.id": "orders-txn-a", "compression.type": "zstd"})
+    b = ctx.ck("txn-b", **{"transactional.id": "orders-txn-b", "compression.type": "lz4"})
+    j = ctx.java("txn-java", **{"transactional.id": "orders-txn-java", "compression.type": "gzip"})
+    idem = ctx.ck("idem", **{"enable.idempotence": True, "compression.type": "snappy"})
+    plain = ctx.ck("plain", **{"enable.idempotence": False, "acks": "1"})
+    a.p.init_transactions(30)
+    b.p.init_transactions(30)
+    st = j.call("init")
+    ctx.rec.producer("txn-a", client="confluent-kafka", kind="transactional", transactional_id="orders-txn-a", compression="zstd")
+    ctx.rec.producer("txn-b", client="confluent-kafka", kind="transactional", transactional_id="orders-txn-b", compression="lz4")
+    ctx.rec.producer("txn-java", client="kafka-clients (Java)", kind="transactional", transactional_id="orders-txn-java",
+                     compression="gzip", tv2=st["tv2"])
+    ctx.rec.producer("idem", client="confluent-kafka", kind="idempotent", compression="snappy")
+    ctx.rec.producer("plain", client="confluent-kafka", kind="plain", compression="none")
+    ctx.idem_write(plain, [("events", 0, val("event", i)) for i in range(6)], kind="plain")
+
+    n = 0
+    for r in range(24):
+        outcome = "ABORT" if r % 4 == 3 else "COMMIT"
+        parts = rng.sample(range(3), rng.choice([1, 2, 3]))
+        writes = []
+        for part in parts:
+            for _ in range(rng.randint(1, 3)):
+                writes.append(("orders", part, val(f"r{r}", n)))
+                n += 1
+        who = r % 3
+        if who == 0:
+            ctx.ck_txn(a, writes, outcome)
+        elif who == 1:
+            ctx.ck_txn(b, writes, outcome)
+        else:
+            ctx.java_txn(j, [(t, p, v.decode()) for t, p, v in writes], outcome)
+        if r % 2 == 0:
+            part = rng.randrange(3)
+            ctx.idem_write(idem, [("orders", part, val("idem", r * 10 + k)) for k in range(rng.randint(1, 3))])
+
+    # consume-transform-produce: read `events`, write `orders`, commit the group's offsets in the txn
+    consumer = Consumer({"bootstrap.servers": ctx.broker.bootstrap, "group.id": "orders-etl",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed", "logger": ctx.client_log})
+    consumer.assign([TopicPartition("events", 0, 0)])
+    got = []
+    deadline = time.monotonic() + 20
+    while len(got) < 4 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m)
+    positions = [TopicPartition("events", 0, got[-1].offset() + 1)]
+    txn = ctx.ck_txn(a, [("orders", 0, b"etl-" + m.value()) for m in got], "COMMIT", offsets_from=(consumer, "orders-etl", positions))
+    offsets_tp = txn.offset_commits[0]["offsets_partition"]
+    otp = ("__consumer_offsets", int(offsets_tp.rsplit("-", 1)[1]))
+    hw = ctx.settle([otp])
+    txn.marker_offsets[offsets_tp] = hw[offsets_tp] - 1
+    consumer.close()
+
+    all_tps = [("orders", i) for i in range(3)] + [("events", 0), otp]
+    ctx.record_end_offsets(all_tps)
+    return {
+        "description": sc_clean.__doc__,
+        "expect": {"anomalies": []},
+    }
+
+
+@scenario("open-at-crash", NEWEST)
+def sc_open_at_crash(ctx: Ctx) -> dict:
+    """A transactional producer commits and aborts a few transactions, then opens one on both
+    partitions of `payments` (data delivered, coordinator in Ongoing) and the broker is SIGKILLed.
+    No marker follows the open transaction's data; the coordinator's last record for the id is Ongoing."""
+    ctx.create_topic("payments", 2, 1024)
+    p = ctx.ck("payments-txn", **{"transactional.id": "payments-txn"})
+    p.p.init_transactions(30)
+    ctx.rec.producer("payments-txn", client="confluent-kafka", kind="transactional", transactional_id="payments-txn")
+    for r in range(10):
+        ctx.ck_txn(p, [("payments", r % 2, val("pay", r)), ("payments", (r + 1) % 2, val("pay", 100 + r))],
+                   "ABORT" if r in (2, 7) else "COMMIT")
+    txn = ctx.ck_txn(p, [("payments", 0, val("open", 0)), ("payments", 0, val("open", 1)),
+                         ("payments", 1, val("open", 2))], "OPEN")
+    tps = [("payments", 0), ("payments", 1)]
+    ctx.record_end_offsets(tps)
+    ctx.ending = "kill"
+    anomalies = []
+    for k, offs in sorted(txn.offsets.items()):
+        anomalies.append({
+            "type": "open-transaction", "topic": k.rsplit("-", 1)[0], "partition": int(k.rsplit("-", 1)[1]),
+            "producer_id": txn.producer_id, "producer_epoch": txn.producer_epoch,
+            "transactional_id": txn.transactional_id, "first_offset": min(offs), "last_offset": max(offs),
+            "coordinator_state": "Ongoing",
+            "transaction_state_partition": tp("__transaction_state", coordinator_partition(txn.transactional_id)),
+            "why": "broker SIGKILLed while the transaction was open: no marker, coordinator last wrote Ongoing",
+        })
+    return {"description": sc_open_at_crash.__doc__, "expect": {"anomalies": anomalies}}
+
+
+def _late_write(ctx: Ctx, conn: RawConnection, p: CkProducer, txn_id: str, topic: str, part: int,
+                seq: int, values: list[bytes], why: str) -> dict:
+    pid, epoch = p.identity()
+    err, off = raw_produce(conn, topic, part, build_batch(pid, epoch, seq, values, True), txn_id)
+    ctx.rec.raw.append({"request": "Produce v8 (kafka-python protocol layer)", "transactional_id": txn_id,
+                        "partition": tp(topic, part), "producer_id": pid, "producer_epoch": epoch,
+                        "base_sequence": seq, "records": len(values), "is_transactional": True,
+                        "error_code": err, "base_offset": off, "why": why})
+    if err != 0:
+        raise RuntimeError(f"raw produce rejected with error {err}")
+    return {"producer_id": pid, "producer_epoch": epoch, "first_offset": off, "last_offset": off + len(values) - 1,
+            "base_sequence": seq}
+
+
+@scenario("hanging-late-write", PRE_VERIFICATION)
+def sc_hanging_late_write(ctx: Ctx) -> dict:
+    """KAFKA-12671 pattern on Kafka 3.5.2 (before transaction verification): a transaction on
+    `transfers-0` is aborted (ABORT marker written), then a produce for the same producer id and
+    epoch arrives late and is appended after the marker. It opens a transaction on transfers-0 that
+    the coordinator does not know about: no marker will ever follow, the LSO stays at its offset.
+    The producer keeps committing transactions on `transfers-1` afterwards."""
+    ctx.create_topic("transfers", 2, 1024)
+    p = ctx.ck("late-writer", **{"transactional.id": "transfers-txn"})
+    p.p.init_transactions(30)
+    ctx.rec.producer("late-writer", client="confluent-kafka", kind="transactional", transactional_id="transfers-txn")
+    for r in range(6):
+        ctx.ck_txn(p, [("transfers", 0, val("t", 2 * r)), ("transfers", 1, val("t", 2 * r + 1))], "COMMIT")
+    aborted = ctx.ck_txn(p, [("transfers", 0, val("t", 4)), ("transfers", 0, val("t", 5))], "ABORT")
+    # the retried/late batch: same producer id and epoch, next sequence on transfers-0 (TV0 keeps
+    # counting across transactions within an epoch: librdkafka has sent sent_per_tp messages there)
+    with RawConnection(ctx.broker.bootstrap) as conn:
+        late = _late_write(ctx, conn, p, "transfers-txn", "transfers", 0, p.sent_per_tp["transfers-0"],
+                           [b"late-0", b"late-1"], "late write after the ABORT marker of the previous transaction")
+    for r in range(3):
+        ctx.ck_txn(p, [("transfers", 1, val("after", r))], "COMMIT")
+    tps = [("transfers", 0), ("transfers", 1)]
+    ctx.record_end_offsets(tps)
+    return {
+        "description": sc_hanging_late_write.__doc__,
+        "expect": {"anomalies": [{
+            "type": "hanging-transaction", "topic": "transfers", "partition": 0,
+            "producer_id": late["producer_id"], "producer_epoch": late["producer_epoch"],
+            "transactional_id": "transfers-txn", "first_offset": late["first_offset"], "last_offset": late["last_offset"],
+            "base_sequence": late["base_sequence"],
+            "after_marker_offset": aborted.marker_offsets["transfers-0"],
+            "last_stable_offset": ctx.rec.end_offsets["transfers-0"]["last_stable_offset"],
+            "why": "transactional data after its transaction's ABORT marker; the coordinator completed "
+                   "that transaction and later ones never include transfers-0",
+        }]},
+    }
+
+
+@scenario("hanging-unadded-partition", PRE_VERIFICATION)
+def sc_hanging_unadded(ctx: Ctx) -> dict:
+    """On Kafka 3.5.2, a transactional producer writes to `accounts-0` through the normal path
+    (AddPartitionsToTxn first) and, in the same transaction, a transactional batch lands on
+    `accounts-1` without AddPartitionsToTxn (raw ProduceRequest). The commit writes a marker to
+    accounts-0 only; accounts-1 holds an open transaction no coordinator knows about. An idempotent
+    producer keeps writing to accounts-1 afterwards (HW moves, LSO stays)."""
+    ctx.create_topic("accounts", 2, 1024)
+    p = ctx.ck("txn", **{"transactional.id": "accounts-txn"})
+    idem = ctx.ck("idem", **{"enable.idempotence": True})
+    p.p.init_transactions(30)
+    ctx.rec.producer("txn", client="confluent-kafka", kind="transactional", transactional_id="accounts-txn")
+    ctx.rec.producer("idem", client="confluent-kafka", kind="idempotent")
+    ctx.ck_txn(p, [("accounts", 0, val("a", 0))], "COMMIT")
+    ctx.idem_write(idem, [("accounts", 1, val("i", k)) for k in range(2)])
+    # the transaction: normal write to accounts-0, raw write to accounts-1, commit
+    p.p.begin_transaction()
+    pid, epoch = p.identity()
+    txn = Txn("accounts-txn", "confluent-kafka " + _ck_version(), pid, epoch, ctx.tv_ck())
+    p.send("accounts", 0, val("a", 1))
+    for t, part, o in p.flush():
+        txn.offsets.setdefault(tp(t, part), []).append(o)
+    with RawConnection(ctx.broker.bootstrap) as conn:
+        hang = _late_write(ctx, conn, p, "accounts-txn", "accounts", 1, 0, [b"unadded-0", b"unadded-1", b"unadded-2"],
+                           "transactional write to a partition never added with AddPartitionsToTxn")
+    p.p.commit_transaction(30)
+    txn.outcome = "COMMIT"
+    txn.marker_epoch = p.identity()[1]
+    txn.note = ("accounts-1 offsets %d-%d were written in this transaction by a raw ProduceRequest without "
+                "AddPartitionsToTxn; they are not in `partitions` because no marker covers them" % (hang["first_offset"], hang["last_offset"]))
+    ctx.rec.txns.append(txn)
+    ctx._settle_markers(txn)
+    ctx.idem_write(idem, [("accounts", 1, val("i", k)) for k in range(2, 5)])
+    ctx.ck_txn(p, [("accounts", 0, val("a", 2))], "COMMIT")
+    ctx.record_end_offsets([("accounts", 0), ("accounts", 1)])
+    return {
+        "description": sc_hanging_unadded.__doc__,
+        "expect": {"anomalies": [{
+            "type": "hanging-transaction", "topic": "accounts", "partition": 1,
+            "producer_id": hang["producer_id"], "producer_epoch": hang["producer_epoch"],
+            "transactional_id": "accounts-txn", "first_offset": hang["first_offset"], "last_offset": hang["last_offset"],
+            "base_sequence": 0,
+            "last_stable_offset": ctx.rec.end_offsets["accounts-1"]["last_stable_offset"],
+            "why": "transactional data on a partition the coordinator never added; the commit's markers "
+                   "went to accounts-0 only",
+        }]},
+    }
+
+
+@scenario("consumer-offsets-hanging", NEWEST)
+def sc_consumer_offsets(ctx: Ctx) -> dict:
+    """Consume-transform-produce (KIP-447): a consumer in group `etl-group` reads `input`, a
+    transactional producer writes `output` and calls sendOffsetsToTransaction, and then never
+    commits (the application is abandoned; its consumer leaves the group). The broker is stopped cleanly before the transaction timeout:
+    `output-0` holds open transactional data and `__consumer_offsets` holds a transactional offset
+    commit for the group with no marker (a pending offset commit: offset fetches that require stable
+    offsets get UNSTABLE_OFFSET_COMMIT). An earlier consume-transform-produce round was committed."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    ctx.create_topic("input", 1, 2048)
+    ctx.create_topic("output", 1, 2048)
+    src = ctx.ck("source", **{"enable.idempotence": True})
+    ctx.rec.producer("source", client="confluent-kafka", kind="idempotent")
+    ctx.idem_write(src, [("input", 0, val("in", i)) for i in range(10)])
+    p = ctx.ck("etl", **{"transactional.id": "etl-txn", "transaction.timeout.ms": 300000})
+    p.p.init_transactions(30)
+    ctx.rec.producer("etl", client="confluent-kafka", kind="transactional", transactional_id="etl-txn",
+                     transaction_timeout_ms=300000)
+    consumer = Consumer({"bootstrap.servers": ctx.broker.bootstrap, "group.id": "etl-group",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed", "logger": ctx.client_log})
+    consumer.subscribe(["input"])
+    got: list = []
+    deadline = time.monotonic() + 30
+    while len(got) < 10 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m)
+    if len(got) < 10:
+        raise RuntimeError(f"consumer got {len(got)} records")
+    otp_name = tp("__consumer_offsets", coordinator_partition("etl-group"))
+    otp = ("__consumer_offsets", coordinator_partition("etl-group"))
+    first = ctx.ck_txn(p, [("output", 0, b"out-" + m.value()) for m in got[:5]], "COMMIT",
+                       offsets_from=(consumer, "etl-group", [TopicPartition("input", 0, got[4].offset() + 1)]))
+    first.marker_offsets[otp_name] = ctx.settle([otp])[otp_name] - 1
+    txn = ctx.ck_txn(p, [("output", 0, b"out-" + m.value()) for m in got[5:]], "OPEN",
+                     offsets_from=(consumer, "etl-group", [TopicPartition("input", 0, got[9].offset() + 1)]))
+    ctx.record_end_offsets([("input", 0), ("output", 0), otp])
+    consumer.close()
+    pending = txn.offset_commits[0]
+    return {
+        "description": sc_consumer_offsets.__doc__,
+        "expect": {"anomalies": [
+            {"type": "open-transaction", "topic": "output", "partition": 0, "producer_id": txn.producer_id,
+             "producer_epoch": txn.producer_epoch, "transactional_id": "etl-txn",
+             "first_offset": min(txn.offsets["output-0"]), "last_offset": max(txn.offsets["output-0"]),
+             "coordinator_state": "Ongoing",
+             "why": "the application never committed; broker stopped before the transaction timeout (300 s)"},
+            {"type": "pending-transactional-offset-commit", "topic": "__consumer_offsets", "partition": otp[1],
+             "producer_id": txn.producer_id, "producer_epoch": txn.producer_epoch, "transactional_id": "etl-txn",
+             "group_id": "etl-group", "committed_topic": pending["topic"], "committed_partition": pending["partition"],
+             "committed_offset": pending["committed_offset"],
+             "first_offset": ctx.rec.end_offsets[otp_name]["last_stable_offset"],
+             "first_offset_source": "last stable offset of the __consumer_offsets partition reported by "
+                                   "ListOffsets(read_committed) before shutdown (the client is not told the offset)",
+             "why": "sendOffsetsToTransaction wrote a transactional offset commit that no marker completes"},
+        ]},
+    }
+
+
+@scenario("consumer-offsets-late-commit", PRE_VERIFICATION)
+def sc_consumer_offsets_late(ctx: Ctx) -> dict:
+    """The hanging variant of KIP-447 pending offsets, on Kafka 3.5.2 (before transaction
+    verification): a consume-transform-produce producer commits one transaction with
+    sendOffsetsToTransaction and aborts the next; then a TxnOffsetCommit for the aborted transaction's
+    producer id/epoch arrives late (raw request through kafka-python's protocol layer) and the group
+    coordinator appends it to `__consumer_offsets` after the abort marker. No marker will ever complete
+    it: the partition's LSO stays there and offset fetches that require stable offsets for the group
+    are refused (UNSTABLE_OFFSET_COMMIT) until the producer id's state goes away."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from kafka.protocol.producer import TxnOffsetCommitRequest
+
+    ctx.create_topic("input", 1, 1024)
+    ctx.create_topic("output", 1, 1024)
+    src = ctx.ck("source", **{"enable.idempotence": True})
+    ctx.rec.producer("source", client="confluent-kafka", kind="idempotent")
+    ctx.idem_write(src, [("input", 0, val("in", i)) for i in range(10)])
+    p = ctx.ck("etl", **{"transactional.id": "late-offsets-txn"})
+    p.p.init_transactions(30)
+    ctx.rec.producer("etl", client="confluent-kafka", kind="transactional", transactional_id="late-offsets-txn")
+    group = "late-group"
+    otp_name = tp("__consumer_offsets", coordinator_partition(group))
+    otp = ("__consumer_offsets", coordinator_partition(group))
+    consumer = Consumer({"bootstrap.servers": ctx.broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "logger": ctx.client_log})
+    consumer.assign([TopicPartition("input", 0, 0)])
+    first = ctx.ck_txn(p, [("output", 0, b"out-0"), ("output", 0, b"out-1")], "COMMIT",
+                       offsets_from=(consumer, group, [TopicPartition("input", 0, 5)]))
+    first.marker_offsets[otp_name] = ctx.settle([otp])[otp_name] - 1
+    aborted = ctx.ck_txn(p, [("output", 0, b"out-2")], "ABORT",
+                         offsets_from=(consumer, group, [TopicPartition("input", 0, 8)]))
+    aborted.marker_offsets[otp_name] = ctx.settle([otp])[otp_name] - 1
+    pid, epoch = p.identity()
+    req = TxnOffsetCommitRequest(
+        transactional_id="late-offsets-txn", group_id=group, producer_id=pid, producer_epoch=epoch,
+        generation_id=-1, member_id="", group_instance_id=None,
+        topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="input", partitions=[
+            TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                partition_index=0, committed_offset=8, committed_leader_epoch=-1, committed_metadata="")])])
+    with RawConnection(ctx.broker.bootstrap) as conn:
+        resp = conn.call(req, 3)
+    err = resp.topics[0].partitions[0].error_code
+    ctx.rec.raw.append({"request": "TxnOffsetCommit v3 (kafka-python protocol layer)",
+                        "transactional_id": "late-offsets-txn", "group_id": group, "producer_id": pid,
+                        "producer_epoch": epoch, "generation_id": -1, "offsets": {"input-0": 8},
+                        "error_code": err, "why": "late offset commit after its transaction's ABORT marker"})
+    if err != 0:
+        raise RuntimeError(f"TxnOffsetCommit rejected with {err}")
+    for r in range(2):
+        ctx.ck_txn(p, [("output", 0, val("after", r))], "COMMIT")
+    ctx.record_end_offsets([("input", 0), ("output", 0), otp])
+    # what a read_committed consumer of the group sees: librdkafka asks for stable offsets
+    # (OffsetFetch require_stable) and retries UNSTABLE_OFFSET_COMMIT until its timeout
+    fetch_error = None
+    try:
+        consumer.committed([TopicPartition("input", 0)], timeout=3)
+    except KafkaException as e:
+        fetch_error = str(e)
+    ctx.rec.producer("etl", committed_fetch_error=fetch_error)
+    consumer.close()
+    return {
+        "description": sc_consumer_offsets_late.__doc__,
+        "expect": {"anomalies": [{
+            "type": "hanging-transactional-offset-commit", "topic": "__consumer_offsets", "partition": otp[1],
+            "producer_id": pid, "producer_epoch": epoch, "transactional_id": "late-offsets-txn",
+            "group_id": group, "committed_topic": "input", "committed_partition": 0, "committed_offset": 8,
+            "after_marker_offset": aborted.marker_offsets[otp_name],
+            "first_offset": ctx.rec.end_offsets[otp_name]["last_stable_offset"],
+            "first_offset_source": "last stable offset of the __consumer_offsets partition reported by "
+                                   "ListOffsets(read_committed) before shutdown",
+            "read_committed_offset_fetch": fetch_error,
+            "why": "transactional offset commit after its transaction's ABORT marker; no later transaction "
+                   "of this producer sends offsets, so no marker completes it",
+        }]},
+    }
+
+
+@scenario("unknown-producer", NEWEST, overrides={"log.retention.check.interval.ms": 500, "log.initial.task.delay.ms": 500,
+                                                  "log.segment.delete.delay.ms": 500})
+def sc_unknown_producer(ctx: Ctx) -> dict:
+    """An idempotent producer P writes 12 single-record batches to `ledger-0` (sequences 0-11), a
+    second idempotent producer Q writes 12 more (starting a new segment); DeleteRecords moves the log
+    start offset to Q's first batch, past all of P's batches (their segments are deleted), the broker is restarted (producer state rebuilt from
+    snapshot + log: P is gone), and P, still holding its producer id/epoch, writes again at sequence
+    12. The broker (2.5+) accepts a producer it has no state for at any sequence, so P's first
+    retained batch starts at sequence 12: the on-disk trace of an UNKNOWN_PRODUCER_ID situation."""
+    # segment.ms: the first append after 2 s of quiet rolls a new segment, so Q's first batch starts
+    # one and the log can be cut exactly between P's last and Q's first batch
+    ctx.create_topic("ledger", 1, 1024, **{"segment.ms": "2000"})
+    P = ctx.ck("P", **{"enable.idempotence": True, "linger.ms": 0})
+    Q = ctx.ck("Q", **{"enable.idempotence": True, "linger.ms": 0})
+    ctx.rec.producer("P", client="confluent-kafka", kind="idempotent")
+    ctx.rec.producer("Q", client="confluent-kafka", kind="idempotent")
+    p_offsets = []
+    for i in range(12):
+        p_offsets += [o for _, _, o in ctx.idem_write(P, [("ledger", 0, val("p", i))])]
+    time.sleep(2.5)
+    q_offsets = []
+    for i in range(12):
+        q_offsets += [o for _, _, o in ctx.idem_write(Q, [("ledger", 0, val("q", i))])]
+    part_dir = ctx.broker.log_dir / "ledger-0"
+    bases = sorted(int(f.name.split(".")[0]) for f in part_dir.glob("*.log"))
+    cut = min(q_offsets)
+    if cut not in bases:
+        raise RuntimeError(f"Q's first batch {cut} does not start a segment ({bases})")
+    from confluent_kafka import TopicPartition
+
+    res = ctx.admin.delete_records([TopicPartition("ledger", 0, cut)], request_timeout=10)
+    low = list(res.values())[0].result().low_watermark
+    deadline = time.monotonic() + 30
+    while any(int(f.name.split(".")[0]) < cut for f in part_dir.glob("*.log")):
+        if time.monotonic() > deadline:
+            raise RuntimeError("segments below the new log start offset were not deleted")
+        time.sleep(0.2)
+    ctx.broker.restart()
+    from confluent_kafka.admin import AdminClient
+
+    ctx.admin = AdminClient({"bootstrap.servers": ctx.broker.bootstrap, "logger": ctx.client_log})
+    pid, epoch = P.identity()
+    again = ctx.idem_write(P, [("ledger", 0, val("p", 12 + i)) for i in range(3)])
+    pid2, epoch2 = P.identity()
+    if (pid2, epoch2) != (pid, epoch):
+        raise RuntimeError(f"P changed identity {pid}/{epoch} -> {pid2}/{epoch2}")
+    ctx.record_end_offsets([("ledger", 0)])
+    return {
+        "description": sc_unknown_producer.__doc__,
+        "steps": {"delete_records_before_offset": cut, "log_start_offset_after_delete": low,
+                  "p_deleted_offsets": p_offsets, "broker_restarted": True},
+        "expect": {"anomalies": [{
+            "type": "unknown-producer", "topic": "ledger", "partition": 0, "producer_id": pid,
+            "producer_epoch": epoch, "first_offset": min(o for _, _, o in again), "base_sequence": 12,
+            "log_start_offset": low,
+            "why": "the producer's earlier batches (sequences 0-11) were removed by DeleteRecords; its first "
+                   "retained batch starts at sequence 12, not 0. The producer snapshot written at the clean "
+                   "shutdown before the restart still lists it with last offset below the new log start offset; "
+                   "Kafka drops such entries when it loads a snapshot, so after the restart the broker had no "
+                   "state for it and accepted sequence 12 from an unknown producer",
+        }]},
+    }
+
+
+@scenario("fencing", PRE_VERIFICATION)
+def sc_fencing(ctx: Ctx) -> dict:
+    """Transaction version 0 (Kafka 3.5.2). (1) A long-lived transactional producer runs 10
+    transactions over `inventory` 0-1 with one producer epoch: sequences keep counting across
+    transactions and markers carry the data epoch. (2) Zombie fencing: producer A (`inventory-fence`)
+    commits one transaction and leaves a second open on inventory-0; producer B initialises the same
+    transactional id. The coordinator bumps the epoch to fence A, aborts A's open transaction with the
+    bumped epoch (ABORT marker epoch = A's epoch + 1), and gives B the next epoch; A's next commit fails
+    as fenced. B then commits on both partitions."""
+    ctx.create_topic("inventory", 2, 1024)
+    long = ctx.ck("long-lived", **{"transactional.id": "inventory-long"})
+    long.p.init_transactions(30)
+    ctx.rec.producer("long-lived", client="confluent-kafka", kind="transactional", transactional_id="inventory-long")
+    for r in range(10):
+        ctx.ck_txn(long, [("inventory", r % 2, val("long", r)), ("inventory", (r + 1) % 2, val("long", 100 + r))],
+                   "ABORT" if r in (3, 7) else "COMMIT")
+    A = ctx.ck("zombie-A", **{"transactional.id": "inventory-fence"})
+    A.p.init_transactions(30)
+    ctx.rec.producer("zombie-A", client="confluent-kafka", kind="transactional", transactional_id="inventory-fence")
+    ctx.ck_txn(A, [("inventory", 0, val("A", 0)), ("inventory", 1, val("A", 1))], "COMMIT")
+    open_txn = ctx.ck_txn(A, [("inventory", 0, val("A", 2))], "OPEN")
+    B = ctx.ck("fencer-B", **{"transactional.id": "inventory-fence"})
+    B.p.init_transactions(60)
+    ctx.rec.producer("fencer-B", client="confluent-kafka", kind="transactional", transactional_id="inventory-fence")
+    b_pid, b_epoch = B.identity()
+    hw = ctx.settle([("inventory", 0)])
+    open_txn.outcome = "ABORT"
+    open_txn.marker_offsets["inventory-0"] = hw["inventory-0"] - 1
+    open_txn.marker_epoch = b_epoch - 1
+    open_txn.note = ("aborted by the coordinator when fencer-B initialised the same transactional id; the "
+                     "marker epoch is A's epoch + 1 (PrepareEpochFence), B received the following epoch")
+    fenced_error = None
+    try:
+        A.p.commit_transaction(10)
+    except Exception as e:  # noqa: BLE001 - the expected fencing error
+        fenced_error = str(e)
+    ctx.rec.producer("zombie-A", fenced_error=fenced_error)
+    ctx.ck_txn(B, [("inventory", 0, val("B", 0)), ("inventory", 1, val("B", 1))], "COMMIT")
+    ctx.record_end_offsets([("inventory", 0), ("inventory", 1)])
+    return {
+        "description": sc_fencing.__doc__,
+        "expect": {"anomalies": [], "fencing": {
+            "transactional_id": "inventory-fence", "producer_id": b_pid, "zombie_epoch": open_txn.producer_epoch,
+            "fence_abort_marker_epoch": b_epoch - 1, "new_epoch": b_epoch,
+            "zombie_commit_error": fenced_error}},
+    }
+
+
+@scenario("fencing-tv2", NEWEST)
+def sc_fencing_tv2(ctx: Ctx) -> dict:
+    """Transaction version 2 (Kafka 4.3.1, Kafka's Java producer). (1) A long-lived producer runs 8
+    transactions: every commit/abort bumps the epoch, so each transaction's data carries epoch e, its
+    markers e+1, and the next transaction starts at e+1 with sequence 0. (2) Zombie fencing: Java
+    producer A leaves a transaction open on `ledger2-0`; producer B initialises the same transactional
+    id; the coordinator aborts A's transaction with a bumped epoch and B gets a newer one."""
+    ctx.create_topic("ledger2", 2, 1024)
+    long = ctx.java("long-lived", **{"transactional.id": "ledger2-long"})
+    st = long.call("init")
+    ctx.rec.producer("long-lived", client="kafka-clients (Java)", kind="transactional", transactional_id="ledger2-long", tv2=st["tv2"])
+    if not st["tv2"]:
+        raise RuntimeError("Java client did not enable transaction version 2")
+    for r in range(8):
+        ctx.java_txn(long, [("ledger2", r % 2, f"long-{r}"), ("ledger2", (r + 1) % 2, f"long-{100 + r}")],
+                     "ABORT" if r in (2, 5) else "COMMIT")
+    A = ctx.java("zombie-A", **{"transactional.id": "ledger2-fence"})
+    A.call("init")
+    ctx.rec.producer("zombie-A", client="kafka-clients (Java)", kind="transactional", transactional_id="ledger2-fence")
+    ctx.java_txn(A, [("ledger2", 0, "A-0")], "COMMIT")
+    open_txn = ctx.java_txn(A, [("ledger2", 0, "A-1")], "OPEN")
+    B = ctx.java("fencer-B", **{"transactional.id": "ledger2-fence"})
+    stb = B.call("init")
+    ctx.rec.producer("fencer-B", client="kafka-clients (Java)", kind="transactional", transactional_id="ledger2-fence")
+    hw = ctx.settle([("ledger2", 0)])
+    open_txn.outcome = "ABORT"
+    open_txn.marker_offsets["ledger2-0"] = hw["ledger2-0"] - 1
+    open_txn.marker_epoch = None
+    open_txn.note = ("aborted by the coordinator when fencer-B initialised the same transactional id; "
+                     "marker epoch is greater than A's epoch and lower than B's (the client does not see it)")
+    err = A.call("commit", check=False)
+    ctx.rec.producer("zombie-A", fenced_error=err.get("error"))
+    ctx.java_txn(B, [("ledger2", 0, "B-0"), ("ledger2", 1, "B-1")], "COMMIT")
+    ctx.record_end_offsets([("ledger2", 0), ("ledger2", 1)])
+    return {
+        "description": sc_fencing_tv2.__doc__,
+        "expect": {"anomalies": [], "fencing": {
+            "transactional_id": "ledger2-fence", "producer_id": stb["producer_id"],
+            "zombie_epoch": open_txn.producer_epoch, "new_epoch": stb["producer_epoch"],
+            "fence_abort_marker_epoch_between_exclusive": [open_txn.producer_epoch, stb["producer_epoch"]],
+            "zombie_commit_error": err.get("error")}},
+    }
+
+
+@scenario("many-producers", NEWEST, overrides={"metadata.log.max.snapshot.interval.ms": 3000})
+def sc_many_producers(ctx: Ctx) -> dict:
+    """2,500 idempotent-producer initialisations (InitProducerId without a transactional id, as every
+    idempotent producer sends at start, here through kafka-python's protocol layer on one connection)
+    make the broker ask the controller for several producer-id blocks of 1000: the metadata log holds
+    a ProducerIdsRecord per block, and a KRaft snapshot taken afterwards holds the latest. Every 250th
+    producer id writes one record to `tiny-0`; 3 real idempotent librdkafka producers write too."""
+    ctx.create_topic("tiny", 1, 4096)
+    ids = []
+    with RawConnection(ctx.broker.bootstrap) as conn:
+        retries = 0
+        for i in range(2500):
+            deadline = time.monotonic() + 20
+            while True:
+                err, pid, epoch = raw_init_producer_id(conn)
+                # 14 COORDINATOR_LOAD_IN_PROGRESS: the broker is still fetching its next block from
+                # the controller; clients retry (as librdkafka and the Java client do)
+                if err != 14 or time.monotonic() > deadline:
+                    break
+                retries += 1
+                time.sleep(0.05)
+            if err != 0:
+                raise RuntimeError(f"InitProducerId error {err}")
+            ids.append((pid, epoch))
+        writes = []
+        for i in range(0, 2500, 250):
+            pid, epoch = ids[i]
+            err, off = raw_produce(conn, "tiny", 0, build_batch(pid, epoch, 0, [val("id", pid)], False), None)
+            if err != 0:
+                raise RuntimeError(f"produce error {err}")
+            writes.append({"producer": f"raw-{i}", "kind": "idempotent", "producer_id": pid, "producer_epoch": epoch,
+                           "partition": "tiny-0", "record_offsets": [off], "first_sequence": 0})
+    ctx.rec.writes += writes
+    for n in range(3):
+        p = ctx.ck(f"idem-{n}", **{"enable.idempotence": True})
+        ctx.rec.producer(f"idem-{n}", client="confluent-kafka", kind="idempotent")
+        ctx.idem_write(p, [("tiny", 0, val("ck", n))])
+    time.sleep(4)  # let the controller take a metadata snapshot (interval 3 s)
+    ctx.record_end_offsets([("tiny", 0)])
+    pids = [p for p, _ in ids]
+    return {
+        "description": sc_many_producers.__doc__,
+        "steps": {"init_producer_id_calls": len(ids), "coordinator_load_in_progress_retries": retries, "first_producer_id": pids[0], "last_producer_id": pids[-1],
+                  "distinct_producer_ids": len(set(pids)), "epochs": sorted({e for _, e in ids})},
+        "expect": {"anomalies": [], "producer_id_blocks": {
+            "block_size": 1000, "issued_producer_ids": [min(pids), max(pids)],
+            "min_blocks": (max(pids) - min(pids)) // 1000 + 1,
+            "why": "ids were handed out from consecutive blocks of 1000; every issued id lies in a block "
+                   "recorded by a ProducerIdsRecord; blocks do not overlap"}},
+    }
+
+
+@scenario("timeout-abort", NEWEST, overrides={"transaction.abort.timed.out.transaction.cleanup.interval.ms": 500})
+def sc_timeout_abort(ctx: Ctx) -> dict:
+    """The coordinator aborts a transaction that exceeded its timeout (transaction.timeout.ms=2000):
+    it fences the producer by bumping the epoch and writes ABORT markers carrying the bumped epoch,
+    so the marker's epoch is greater than the data epoch (librdkafka, TV1). The producer's commit then
+    fails as fenced (fatal for librdkafka); a new producer instance with the same transactional id
+    initialises (next epoch) and commits one more transaction."""
+    ctx.create_topic("slow", 2, 2048)
+    p = ctx.ck("slow-txn", **{"transactional.id": "slow-txn", "transaction.timeout.ms": 2000})
+    p.p.init_transactions(30)
+    ctx.rec.producer("slow-txn", client="confluent-kafka", kind="transactional", transactional_id="slow-txn",
+                     transaction_timeout_ms=2000)
+    ctx.ck_txn(p, [("slow", 0, val("s", 0)), ("slow", 1, val("s", 1))], "COMMIT")
+    txn = ctx.ck_txn(p, [("slow", 0, val("s", 2)), ("slow", 1, val("s", 3))], "OPEN")
+    hw = ctx.settle([("slow", 0), ("slow", 1)], timeout=30)  # the coordinator's timeout abort
+    txn.outcome = "ABORT"
+    txn.marker_offsets = {k: v - 1 for k, v in hw.items()}
+    txn.note = "aborted by the coordinator after transaction.timeout.ms; the client did not ask"
+    err = None
+    try:
+        p.p.commit_transaction(10)
+    except Exception as e:  # noqa: BLE001 - expected: the transaction was aborted under it
+        err = str(e)
+        try:
+            p.p.abort_transaction(10)
+        except Exception as e2:  # noqa: BLE001
+            err += f" / abort: {e2}"
+    ctx.rec.producer("slow-txn", commit_error=err)
+    # librdkafka treats the fence as fatal: the application starts a new producer instance
+    p2 = ctx.ck("slow-txn-restarted", **{"transactional.id": "slow-txn", "transaction.timeout.ms": 60000})
+    p2.p.init_transactions(30)
+    ctx.rec.producer("slow-txn-restarted", client="confluent-kafka", kind="transactional", transactional_id="slow-txn")
+    later = ctx.ck_txn(p2, [("slow", 0, val("s", 4)), ("slow", 1, val("s", 5))], "COMMIT")
+    pid2, epoch2 = later.producer_id, later.producer_epoch
+    ctx.record_end_offsets([("slow", 0), ("slow", 1)])
+    return {
+        "description": sc_timeout_abort.__doc__,
+        "expect": {"anomalies": [], "timeout_abort": {
+            "transactional_id": "slow-txn", "producer_id": txn.producer_id, "data_epoch": txn.producer_epoch,
+            "marker_offsets": txn.marker_offsets,
+            "marker_epoch_greater_than": txn.producer_epoch,
+            "next_transaction_identity": [pid2, epoch2]}},
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Mutations (derived from real captures; CRC-32C recomputed)
+# --------------------------------------------------------------------------------------------------
+def _crc32c(data: bytes) -> int:
+    from kafka.record.util import calc_crc32c
+
+    return calc_crc32c(data)
+
+
+def _batches(buf: bytes):
+    """(position, size, base_offset) of each v2 batch in a segment (framing only)."""
+    pos = 0
+    while pos + 12 <= len(buf):
+        base, length = struct.unpack_from(">qi", buf, pos)
+        if length <= 0 or pos + 12 + length > len(buf):
+            break
+        yield pos, 12 + length, base
+        pos += 12 + length
+
+
+def _recrc(buf: bytearray, pos: int, size: int) -> tuple[int, int]:
+    old = struct.unpack_from(">I", buf, pos + 17)[0]
+    new = _crc32c(bytes(buf[pos + 21: pos + size]))
+    struct.pack_into(">I", buf, pos + 17, new)
+    return old, new
+
+
+def _copy_base(base: str, name: str, parts: list[str]) -> Path:
+    src = SAMPLE_LOGS / base / "broker-1"
+    if not src.is_dir():
+        raise RuntimeError(f"mutation {name} needs the capture {base}: run --only {base} first")
+    dst = SAMPLE_LOGS / name / "broker-1"
+    if dst.parent.exists():
+        shutil.rmtree(dst.parent)
+    dst.mkdir(parents=True)
+    shutil.copy2(src / "meta.properties", dst / "meta.properties")
+    for p in parts:
+        shutil.copytree(src / p, dst / p)
+    return dst
+
+
+def mutate_out_of_order(name: str) -> dict:
+    """From `unknown-producer`: in ledger-0, producer Q's retained batches from its second one on get
+    base sequences 3 higher than Q sent, so Q's sequence jumps from s to s+4 between two consecutive
+    batches (a gap the broker would have refused with OUT_OF_ORDER_SEQUENCE_NUMBER) and then runs on
+    consecutively. The producer snapshots are left out: they hold Q's real last sequence."""
+    base = "unknown-producer"
+    shift = 3
+    exp = json.loads((SAMPLE_LOGS / base / "expected.json").read_text())
+    low = exp["steps"]["log_start_offset_after_delete"]
+    # Q's batches: one record each (flushed one by one), sequences as recorded
+    retained = [w for w in exp["writes"] if w["producer"] == "Q" and w["record_offsets"][0] >= low]
+    prev, targets = retained[0], {w["record_offsets"][0]: w for w in retained[1:]}
+    dst = _copy_base(base, name, ["ledger-0"])
+    for snap in (dst / "ledger-0").glob("*.snapshot"):
+        snap.unlink()  # our copy, not the capture
+    changes = []
+    for seg in sorted((dst / "ledger-0").glob("*.log")):
+        buf = bytearray(seg.read_bytes())
+        for pos, size, base_off in _batches(buf):
+            w = targets.get(base_off)
+            if w is None:
+                continue
+            pid = struct.unpack_from(">q", buf, pos + 43)[0]
+            epoch = struct.unpack_from(">h", buf, pos + 51)[0]
+            seq = struct.unpack_from(">i", buf, pos + 53)[0]
+            if pid != w["producer_id"] or seq != w["first_sequence"]:
+                raise RuntimeError(f"batch at {base_off}: pid {pid} seq {seq} not as recorded {w}")
+            struct.pack_into(">i", buf, pos + 53, seq + shift)
+            old, new = _recrc(buf, pos, size)
+            changes.append({"file": f"broker-1/ledger-0/{seg.name}", "batch_position": pos, "batch_base_offset": base_off,
+                            "base_sequence": [seq, seq + shift], "crc": [old, new]})
+        seg.write_bytes(bytes(buf))
+    if len(changes) != len(targets):
+        raise RuntimeError(f"changed {len(changes)} of {len(targets)} batches")
+    first = min(changes, key=lambda c: c["batch_base_offset"])
+    return {
+        "description": mutate_out_of_order.__doc__,
+        "derived_from": base,
+        "mutation": {
+            "change": f"baseSequence (int32 at batch bytes 53-56) += {shift} in every batch of producer "
+                      f"{prev['producer_id']} from offset {first['batch_base_offset']} on",
+            "crc": "each changed batch's CRC-32C (batch bytes 17-20) recomputed over batch bytes 21..end",
+            "batches": changes,
+            "other_files": "meta.properties and ledger-0 copied from ../unknown-producer/broker-1; the producer "
+                           "snapshots (*.snapshot) of ledger-0 are left out because they hold the real sequences",
+        },
+        "expect": {"anomalies": [{
+            "type": "out-of-order-sequence", "topic": "ledger", "partition": 0, "producer_id": prev["producer_id"],
+            "producer_epoch": prev["producer_epoch"], "first_offset": first["batch_base_offset"],
+            "base_sequence": first["base_sequence"][1], "expected_sequence": prev["first_sequence"] + 1,
+            "previous_batch_offset": prev["record_offsets"][0],
+        }] + [a for a in exp["expect"]["anomalies"] if a["type"] == "unknown-producer"]},
+    }
+
+
+def mutate_overlapping_blocks(name: str) -> dict:
+    """From `many-producers`: the second ProducerIdsRecord in the metadata log gets a nextProducerId
+    500 lower, so its block overlaps the first block by 500 ids (what KIP-730 must never allow, and
+    what a ZooKeeper-to-KRaft migration bug could produce)."""
+    from kafka.record.default_records import DefaultRecordBatch
+
+    base = "many-producers"
+    dst = _copy_base(base, name, ["__cluster_metadata-0"])
+    found = []
+    for seg in sorted((dst / "__cluster_metadata-0").glob("*.log")):
+        buf = bytearray(seg.read_bytes())
+        for pos, size, base_off in _batches(buf):
+            batch = DefaultRecordBatch(bytes(buf[pos: pos + size]))
+            if batch.is_control_batch:
+                continue
+            for rec in batch:
+                v = rec.value
+                # metadata record value: frame version 1, api key 15 (ProducerIdsRecord), version,
+                # brokerId int32, brokerEpoch int64, nextProducerId int64, tagged fields
+                if v and v[0] == 1 and v[1] == 15:
+                    found.append((seg, pos, size, base_off, rec.offset, bytes(v)))
+    if len(found) < 2:
+        raise RuntimeError(f"need two ProducerIdsRecords, found {len(found)}")
+    first, second = found[0], found[1]
+    seg, pos, size, base_off, rec_offset, value = second
+    buf = bytearray(seg.read_bytes())
+    at = bytes(buf[pos: pos + size]).find(value)
+    if at < 0 or bytes(buf[pos: pos + size]).count(value) != 1:
+        raise RuntimeError("ProducerIdsRecord value not unique in its batch")
+    npid_at = pos + at + 3 + 4 + 8
+    old_next = struct.unpack_from(">q", buf, npid_at)[0]
+    first_next = struct.unpack_from(">q", first[5], 3 + 4 + 8)[0]
+    new_next = old_next - 500
+    struct.pack_into(">q", buf, npid_at, new_next)
+    old, new = _recrc(buf, pos, size)
+    seg.write_bytes(bytes(buf))
+    return {
+        "description": mutate_overlapping_blocks.__doc__,
+        "derived_from": base,
+        "mutation": {
+            "file": f"broker-1/__cluster_metadata-0/{seg.name}", "batch_position": pos, "record_offset": rec_offset,
+            "change": f"ProducerIdsRecord.nextProducerId (int64 at file bytes {npid_at}-{npid_at + 7}) {old_next} -> {new_next}",
+            "crc": f"batch CRC-32C (bytes {pos + 17}-{pos + 20}) recomputed: {old} -> {new}",
+            "other_files": "copied unchanged from ../many-producers/broker-1 (meta.properties and __cluster_metadata-0); "
+                           "KRaft snapshots (*.checkpoint) there still hold the unmutated latest block",
+        },
+        "expect": {"anomalies": [{
+            "type": "overlapping-producer-id-blocks", "topic": "__cluster_metadata", "partition": 0,
+            "first_block": [first_next - 1000, first_next - 1], "first_record_offset": first[4],
+            "second_block": [new_next - 1000, new_next - 1], "second_record_offset": rec_offset,
+            "overlap": [new_next - 1000, first_next - 1],
+        }]},
+    }
+
+
+MUTATIONS: dict[str, tuple[str, Callable[[str], dict]]] = {
+    "mutated-out-of-order-sequence": ("unknown-producer", mutate_out_of_order),
+    "mutated-overlapping-pid-blocks": ("many-producers", mutate_overlapping_blocks),
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------------------------------
+def _dir_size(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def capture(sc: Scenario) -> dict:
+    t0 = time.monotonic()
+    ctx = Ctx(sc.name, sc.version, sc.overrides, sc.features)
+    try:
+        ctx.start()
+        start_s = ctx.broker.timings.get("start_s")
+        result = sc.run(ctx)
+        if ctx.ending == "kill":
+            ctx.broker.kill()
+            ctx.close_clients()
+        else:
+            ctx.close_clients()
+            ctx.broker.stop()
+    except BaseException:
+        ctx.broker.kill()
+        log.error("broker output tail:\n%s", ctx.broker.log_tail(40))
+        raise
+    dest = SAMPLE_LOGS / sc.name
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    excluded: list[dict] = []
+
+    def ignore(dirpath: str, names: list[str]) -> list[str]:
+        """Leave out preallocated (>= 1 MiB) index files of a killed broker, recording them."""
+        out = []
+        for n in names:
+            f = Path(dirpath) / n
+            if n.endswith((".index", ".timeindex")) and f.is_file() and f.stat().st_size >= 1 << 20:
+                data = f.read_bytes()
+                used = len(data.rstrip(b"\0"))
+                excluded.append({
+                    "path": str(f.relative_to(ctx.broker.log_dir)), "size": len(data), "non_zero_prefix_bytes": used,
+                    "why": "preallocated index of the active segment, left at its full preallocated size by "
+                           "the SIGKILL (a clean shutdown trims it); the metadata log ignores "
+                           "log.index.size.max.bytes, so it is 10 MiB, all zeros after the prefix. Not copied "
+                           "to keep sample_logs small; Kafka's files are otherwise copied unmodified."})
+                out.append(n)
+        return out
+
+    shutil.copytree(ctx.broker.log_dir, dest / "broker-1", symlinks=True, ignore=ignore)
+    rec = ctx.rec
+    props = ctx.broker.server_properties()
+    props.update({k: str(v) for k, v in sc.overrides.items()})
+    for k in ("listeners", "advertised.listeners", "controller.quorum.voters", "log.dirs"):
+        props.pop(k, None)
+    expected = {
+        "scenario": sc.name,
+        "kafka_version": sc.version,
+        "description": " ".join(result.pop("description").split()),
+        "generated_by": f"{GENERATED_BY} --only {sc.name}",
+        "broker": {"ending": "SIGKILL" if ctx.ending == "kill" else "clean shutdown (SIGTERM)",
+                   "node_id": 1, "cluster_id": ctx.broker.cluster_id, "features": sc.features or "format defaults",
+                   "server_properties": props,
+                   "small_segments_via": "topic config " + next(iter(ctx.segment_config(0)))},
+        "clients": {"confluent-kafka": _ck_version(), "kafka-python (protocol layer)": _kp_version(),
+                    "java": f"kafka-clients {sc.version}" if ctx.used_java else None},
+        "mutation": None,
+        "excluded_files": excluded,
+        "expect": result.pop("expect"),
+    }
+    counts = rec.counts()
+    for a in expected["expect"]["anomalies"]:
+        if a["type"] in ("hanging-transaction", "hanging-transactional-offset-commit"):  # opened by a raw request
+            counts.setdefault(tp(a["topic"], a["partition"]), {"committed": 0, "aborted": 0, "open": 0})["open"] += 1
+    expected["expect"]["counts"] = dict(sorted(counts.items()))
+    expected["expect"]["end_offsets_before_shutdown"] = dict(sorted(rec.end_offsets.items()))
+    expected.update(result)
+    expected["producers"] = list(rec.producers.values())
+    expected["transactions"] = [t.as_json() for t in rec.txns]
+    expected["writes"] = rec.writes
+    expected["raw_requests"] = rec.raw
+    expected["size_bytes"] = _dir_size(dest / "broker-1")
+    (dest / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+    took = time.monotonic() - t0
+    log.info("%s (Kafka %s): start %.1fs, total %.1fs, %d KB", sc.name, sc.version, start_s or -1, took,
+             expected["size_bytes"] // 1024)
+    return {"name": sc.name, "seconds": took, "start_s": start_s, "size": expected["size_bytes"]}
+
+
+def run_mutation(name: str) -> dict:
+    base, fn = MUTATIONS[name]
+    t0 = time.monotonic()
+    result = fn(name)
+    bexp = json.loads((SAMPLE_LOGS / base / "expected.json").read_text())
+    expected = {
+        "scenario": name,
+        "kafka_version": bexp["kafka_version"],
+        "description": " ".join(result.pop("description").split()),
+        "generated_by": f"{GENERATED_BY} --only {name} (after --only {base})",
+        "mutation": result.pop("mutation"),
+        "expect": result.pop("expect"),
+    }
+    expected.update(result)
+    expected["size_bytes"] = _dir_size(SAMPLE_LOGS / name / "broker-1")
+    (SAMPLE_LOGS / name / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+    log.info("%s (mutation of %s): %d KB", name, base, expected["size_bytes"] // 1024)
+    return {"name": name, "seconds": time.monotonic() - t0, "size": expected["size_bytes"]}
+
+
+def _kp_version() -> str:
+    import kafka
+
+    return kafka.__version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    global SAMPLE_LOGS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", action="append", help="scenario name (repeatable)")
+    ap.add_argument("--version", help="run the chosen scenarios against this Kafka version instead of their pinned one")
+    ap.add_argument("--out", type=Path, default=SAMPLE_LOGS,
+                    help="where <scenario>/ dirs go (default sample_logs/; use another dir with --version)")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args(argv)
+    SAMPLE_LOGS = args.out.absolute()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    names = list(SCENARIOS) + list(MUTATIONS)
+    if args.list:
+        for n in names:
+            sc = SCENARIOS.get(n)
+            print(f"{n:34s} {sc.version if sc else 'mutation of ' + MUTATIONS[n][0]}")
+        return 0
+    chosen = args.only or names
+    unknown = [n for n in chosen if n not in names]
+    if unknown:
+        ap.error(f"unknown scenario(s): {unknown}; see --list")
+    t0 = time.monotonic()
+    summary = []
+    for n in chosen:
+        if n in SCENARIOS:
+            sc = SCENARIOS[n]
+            if args.version:
+                sc = Scenario(sc.name, args.version, sc.run, sc.overrides, sc.features)
+            summary.append(capture(sc))
+        else:
+            summary.append(run_mutation(n))
+    for s in summary:
+        print(f"{s['name']:34s} {s['size'] / 1024:8.1f} KB  {s['seconds']:6.1f} s")
+    print(f"total {time.monotonic() - t0:.1f} s, {sum(s['size'] for s in summary) / 1024:.1f} KB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,521 @@
+"""Run a real, single-node Apache Kafka broker (KRaft, combined broker+controller) for tests.
+
+Why this exists: the auditor's ground truth must come from the real thing. This module starts
+Kafka's own server classes (``kafka.Kafka``) from the jars that ``scripts/kafka/fetch.sh`` resolves
+from Maven Central into ``build/kafka/<version>/libs`` — no Docker, no distribution tarball — on
+127.0.0.1 with free ports, and stops it cleanly (SIGTERM, the broker trims indexes and writes
+producer snapshots and checkpoints) or kills it (SIGKILL, the log dir is left as after a crash).
+
+Self-contained on purpose (standard library only for the broker; kafka-python's protocol classes
+for :class:`RawConnection`), so scripts and tests can import it without the project. The broker
+never outlives the Python process: the child gets ``PR_SET_PDEATHSIG`` = SIGKILL on Linux (note:
+that fires when the *thread* that started it exits, so start brokers from a long-lived thread) and
+an ``atexit`` hook kills whatever is still running.
+
+Configuration minimums that shaped the defaults: Kafka 4.x refuses ``log.segment.bytes`` /
+``segment.bytes`` below 1 MiB (use the internal topic config ``internal.segment.bytes`` for small
+segments; 3.x accepts ``segment.bytes`` down to 14 bytes); the KRaft metadata log ignores
+``log.index.size.max.bytes`` (its indexes are preallocated at 10 MiB); log retention tasks start
+after ``log.initial.task.delay.ms`` (30 s by default, an internal config in 4.x).
+
+Usage::
+
+    from scripts.kafka.harness import KafkaBroker
+    with KafkaBroker("4.3.1", workdir) as broker:     # start() on enter, stop() on exit
+        broker.bootstrap                               # "127.0.0.1:<port>"
+        broker.log_dir                                 # <workdir>/data
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import ctypes
+import hashlib
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import weakref
+from pathlib import Path
+from typing import Mapping
+
+ROOT = Path(__file__).resolve().parents[2]
+FETCH = Path(__file__).resolve().parent / "fetch.sh"
+
+#: versions pinned by the project: the newest 4.x whose jars are all on Maven Central, and a 3.x
+#: release from before transaction verification (KIP-890 part 1 arrived in 3.6).
+NEWEST = "4.3.1"
+PRE_VERIFICATION = "3.5.2"
+VERSIONS = (NEWEST, PRE_VERIFICATION)
+
+_LIVE: "weakref.WeakSet[KafkaBroker]" = weakref.WeakSet()
+
+
+class BrokerError(RuntimeError):
+    """The broker could not be formatted, started or stopped (message carries its log tail)."""
+
+
+def libs_dir(version: str, fetch: bool = True) -> Path:
+    """``build/kafka/<version>/libs``; resolved with fetch.sh (Maven) when missing and ``fetch``."""
+    d = ROOT / "build" / "kafka" / version / "libs"
+    if (d / ".complete").exists():
+        return d
+    if not fetch:
+        raise BrokerError(f"Kafka {version} jars missing: run scripts/kafka/fetch.sh {version}")
+    r = subprocess.run(["bash", str(FETCH), version], capture_output=True, text=True, timeout=900)
+    if r.returncode != 0 or not (d / ".complete").exists():
+        raise BrokerError(f"fetch.sh {version} failed ({r.returncode}): {r.stderr[-2000:]}")
+    return d
+
+
+def classpath(version: str) -> str:
+    """All jars of the version, with exactly one SLF4J binding (slf4j-simple).
+
+    Kafka 3.x ships slf4j-reload4j; our pom adds slf4j-simple for both versions so logging is
+    configured the same way (system properties) everywhere. Two bindings would make SLF4J pick
+    one at random, so reload4j's binding is left out.
+    """
+    jars = sorted(p for p in libs_dir(version).glob("*.jar") if not p.name.startswith("slf4j-reload4j"))
+    return os.pathsep.join(str(p) for p in jars)
+
+
+def cluster_id_for(name: str) -> str:
+    """A deterministic KRaft cluster id (Kafka's base64url Uuid, 22 chars) derived from ``name``."""
+    raw = bytearray(hashlib.sha256(name.encode()).digest()[:16])
+    raw[0] &= 0x7F  # keep away from the reserved zero/one ids and negative-looking ids
+    raw[0] |= 0x10
+    return base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")
+
+
+def free_port() -> int:
+    """A port that is free on 127.0.0.1 right now (bound to 0 and released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pdeathsig() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+    os.setpgrp()  # own process group: a Ctrl-C aimed at pytest does not SIGINT the broker first
+
+
+def _kill_all() -> None:
+    for b in list(_LIVE):
+        try:
+            b.kill()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
+
+
+atexit.register(_kill_all)
+
+
+def _metadata_brokers(host: str, port: int, timeout: float) -> int:
+    """Send a Metadata v1 request (all topics) and return the number of brokers in the answer.
+
+    Hand-rolled on purpose (8 lines of wire format) so the harness needs no client library.
+    """
+    client_id = b"harness"
+    body = struct.pack(">hhih", 3, 1, 7, len(client_id)) + client_id + struct.pack(">i", -1)
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(struct.pack(">i", len(body)) + body)
+        head = _recv_exact(s, 4)
+        (size,) = struct.unpack(">i", head)
+        data = _recv_exact(s, size)
+    corr, n_brokers = struct.unpack_from(">ii", data, 0)
+    if corr != 7:
+        raise BrokerError(f"metadata answer with correlation id {corr}")
+    return n_brokers
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        buf += chunk
+    return bytes(buf)
+
+
+class KafkaBroker:
+    """One KRaft node (``process.roles=broker,controller``, ``node.id=1``) in ``workdir``.
+
+    ``workdir`` gets ``server.properties``, ``broker.out`` (stdout+stderr, SLF4J simple logger at
+    ``log_level``) and ``data/`` (the log dir; the metadata log ``__cluster_metadata-0`` lives in
+    it too because ``metadata.log.dir`` is not set). Ports are chosen once, so a stop/start pair
+    reuses them. ``overrides`` are added to (and win over) the generated server properties;
+    ``features`` are passed to ``kafka-storage format --feature name=level`` (4.x only, e.g.
+    ``{"transaction.version": 1}``); ``release_version`` to ``--release-version``.
+    """
+
+    def __init__(
+        self,
+        version: str,
+        workdir: str | os.PathLike,
+        overrides: Mapping[str, object] | None = None,
+        *,
+        features: Mapping[str, int] | None = None,
+        release_version: str | None = None,
+        cluster_id: str | None = None,
+        heap: str = "512m",
+        log_level: str = "info",
+        start_timeout: float = 90.0,
+    ) -> None:
+        self.version = version
+        self.workdir = Path(workdir).absolute()
+        self.overrides = dict(overrides or {})
+        self.features = dict(features or {})
+        self.release_version = release_version
+        self.cluster_id = cluster_id or cluster_id_for(str(self.workdir))
+        self.heap = heap
+        self.log_level = log_level
+        self.start_timeout = start_timeout
+        self.port = free_port()
+        self.controller_port = free_port()
+        while self.controller_port == self.port:
+            self.controller_port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self._out = None
+        self.timings: dict[str, float] = {}
+
+    # -- properties -----------------------------------------------------------------------------
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.workdir / "data"
+
+    @property
+    def metadata_log_dir(self) -> Path:
+        """Where ``__cluster_metadata-0`` lives (``metadata.log.dir`` if overridden, else the log dir)."""
+        md = self.overrides.get("metadata.log.dir")
+        return Path(str(md)) if md else self.log_dir
+
+    @property
+    def properties_file(self) -> Path:
+        return self.workdir / "server.properties"
+
+    @property
+    def out_file(self) -> Path:
+        return self.workdir / "broker.out"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def server_properties(self) -> dict[str, str]:
+        """The generated configuration (before ``overrides``), with the reason for each non-default."""
+        props: dict[str, object] = {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.log_dir),
+            # one node: every replicated internal topic must be satisfied by a single replica
+            "offsets.topic.replication.factor": 1,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "default.replication.factor": 1,
+            "min.insync.replicas": 1,
+            # fewer internal partitions than the default 50: far fewer (empty) dirs per capture
+            "offsets.topic.num.partitions": 5,
+            "transaction.state.log.num.partitions": 5,
+            "num.partitions": 1,
+            "auto.create.topics.enable": "false",
+            "group.initial.rebalance.delay.ms": 0,
+            # small preallocated indexes: a killed broker leaves the active segment's .index and
+            # .timeindex at their preallocated size (default 10 MiB of zeros each)
+            "log.index.size.max.bytes": 8192,
+            "num.network.threads": 2,
+            "num.io.threads": 2,
+            "num.recovery.threads.per.data.dir": 1,
+            "background.threads": 2,
+            "log.cleaner.threads": 1,
+            "log.cleaner.dedupe.buffer.size": 2 * 1024 * 1024,
+            "controlled.shutdown.enable": "true",
+        }
+        return {k: str(v) for k, v in props.items()}
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def _write_properties(self) -> None:
+        props = self.server_properties()
+        props.update({k: str(v) for k, v in self.overrides.items()})
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        lines = [f"# generated by scripts/kafka/harness.py for Kafka {self.version}"]
+        lines += [f"{k}={v}" for k, v in props.items()]
+        self.properties_file.write_text("\n".join(lines) + "\n")
+
+    def _java(self, main: str, *args: str, log_file: Path | None = None) -> list[str]:
+        cmd = [
+            "java",
+            f"-Xmx{self.heap}",
+            "-Xms64m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+            f"-Dorg.slf4j.simpleLogger.defaultLogLevel={self.log_level}",
+            "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+            "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients=warn",
+            "-Dorg.slf4j.simpleLogger.log.kafka.utils.Log4jControllerRegistration$=warn",
+            "-Dlog4j.configuration=file:" + str(Path(__file__).resolve().parent / "log4j" / "log4j.properties"),
+            "-Dlog4j2.configurationFile=" + str(Path(__file__).resolve().parent / "log4j" / "log4j2.properties"),
+            "-cp",
+            classpath(self.version),
+            main,
+            *args,
+        ]
+        return cmd
+
+    def format(self) -> None:
+        """``kafka-storage format`` (``kafka.tools.StorageTool`` in both 3.5 and 4.x) unless done."""
+        if (self.log_dir / "meta.properties").exists():
+            return
+        self._write_properties()
+        args = ["format", "-t", self.cluster_id, "-c", str(self.properties_file)]
+        if self.release_version:
+            args += ["--release-version", self.release_version]
+        for name, level in self.features.items():
+            args += ["--feature", f"{name}={level}"]
+        t0 = time.monotonic()
+        r = subprocess.run(self._java("kafka.tools.StorageTool", *args), capture_output=True, text=True, timeout=120)
+        self.timings["format_s"] = time.monotonic() - t0
+        (self.workdir / "format.out").write_text(r.stdout + r.stderr)
+        if r.returncode != 0:
+            raise BrokerError(f"kafka-storage format failed ({r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
+
+    def start(self) -> "KafkaBroker":
+        """Format if needed, start ``kafka.Kafka`` and wait until a Metadata request lists a broker."""
+        if self.running:
+            return self
+        self.format()
+        self._write_properties()
+        self._out = open(self.out_file, "ab")
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(
+            self._java("kafka.Kafka", str(self.properties_file)),
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
+            preexec_fn=_pdeathsig,
+        )
+        _LIVE.add(self)
+        deadline = t0 + self.start_timeout
+        last_err: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BrokerError(f"Kafka {self.version} exited with {self.proc.returncode} during start:\n{self.log_tail()}")
+            try:
+                if _metadata_brokers("127.0.0.1", self.port, timeout=2.0) >= 1:
+                    self.timings["start_s"] = time.monotonic() - t0
+                    return self
+            except (OSError, ConnectionError, struct.error, BrokerError) as e:
+                last_err = e
+            time.sleep(0.2)
+        self.kill()
+        raise BrokerError(
+            f"Kafka {self.version} not ready on {self.bootstrap} after {self.start_timeout:.0f}s "
+            f"(last error: {last_err!r}):\n{self.log_tail()}"
+        )
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Clean shutdown (SIGTERM, like ``kafka-server-stop.sh``); SIGKILL if it takes too long."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            t0 = time.monotonic()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise BrokerError(f"Kafka {self.version} did not stop within {timeout}s; killed:\n{self.log_tail()}")
+            self.timings["stop_s"] = time.monotonic() - t0
+        self._close()
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hooks, no index trimming, no final snapshots or checkpoints."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # pragma: no cover - kernel did not reap it
+                pass
+        self._close()
+
+    def restart(self) -> "KafkaBroker":
+        self.stop()
+        return self.start()
+
+    def _close(self) -> None:
+        _LIVE.discard(self)
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.out_file.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no broker output)"
+        return "\n".join(text[-lines:])
+
+    def __enter__(self) -> "KafkaBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.stop()
+        else:
+            self.kill()
+
+    def __del__(self) -> None:  # last resort; atexit normally handles it
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class JavaProducer:
+    """Kafka's own Java producer (from the broker's jars), driven line by line from Python.
+
+    Only the Java client of Kafka 4.x uses transaction version 2 (EndTxn v5, implicit partition
+    registration, epoch bump per transaction). Each reply is a dict with the client's current
+    ``producer_id`` / ``producer_epoch`` / ``tv2`` flag; ``flush()`` returns the offsets of the
+    records sent since the last flush, as the client's futures reported them.
+    """
+
+    SOURCE = Path(__file__).resolve().parent / "java" / "ProducerBridge.java"
+
+    def __init__(self, version: str, config: Mapping[str, object], *, timeout: float = 60.0,
+                 log_file: str | os.PathLike | None = None) -> None:
+        import json  # noqa: F401 - used in _call
+
+        self.timeout = timeout
+        self.config = dict(config)
+        self.transactional_id = self.config.get("transactional.id")
+        args = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                "-Dlog4j2.configurationFile=" + str(Path(__file__).resolve().parent / "log4j" / "log4j2.properties"),
+                "-cp", classpath(version), str(self.SOURCE)]
+        args += [f"{k}={v}" for k, v in config.items()]
+        self.log_file = log_file
+        self._err = open(log_file, "ab") if log_file else subprocess.DEVNULL
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
+                                     text=True, bufsize=1, preexec_fn=_pdeathsig)
+        self.state = self._read()
+
+    def _read(self) -> dict:
+        import json
+        import select
+
+        assert self.proc.stdout is not None
+        r, _, _ = select.select([self.proc.stdout], [], [], self.timeout)
+        if not r:
+            self.proc.kill()
+            raise BrokerError(f"Java producer bridge silent for {self.timeout}s")
+        line = self.proc.stdout.readline()
+        if not line:
+            code = self.proc.wait()
+            tail = ""
+            if self.log_file is not None:
+                self._err.flush()
+                tail = "\n".join(Path(self.log_file).read_text(errors="replace").splitlines()[-20:])
+            raise BrokerError(f"Java producer bridge exited ({code}); it needs a JDK (the source launcher "
+                              f"compiles ProducerBridge.java), not only a JRE:\n{tail}")
+        return json.loads(line)
+
+    def call(self, *words: object, check: bool = True) -> dict:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(" ".join(str(w) for w in words) + "\n")
+        self.proc.stdin.flush()
+        self.state = self._read()
+        if check and not self.state.get("ok"):
+            raise BrokerError(f"Java producer: {' '.join(map(str, words))}: {self.state.get('error')}")
+        return self.state
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.call("close", check=False)
+                self.proc.wait(timeout=30)
+            except (BrokerError, OSError, subprocess.TimeoutExpired, ValueError):
+                self.proc.kill()
+        if self._err not in (None, subprocess.DEVNULL):
+            self._err.close()
+
+
+class RawConnection:
+    """One TCP connection speaking Kafka's protocol through kafka-python's protocol classes.
+
+    For requests no well-behaved client sends (a transactional produce after the abort marker, or to
+    a partition never added to the transaction) and for bulk InitProducerId calls. Encoding and
+    decoding are kafka-python's own (``ApiMessage.encode``/``decode``), not ours.
+    """
+
+    def __init__(self, bootstrap: str, *, timeout: float = 15.0, client_id: str = "txn-audit-capture") -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock.settimeout(timeout)
+        self.client_id = client_id
+        self.correlation_id = 0
+
+    def call(self, request, version: int):
+        from kafka.protocol.api_header import ResponseClassRegistry  # noqa: F401 - registers classes
+
+        self.correlation_id += 1
+        request.with_header(correlation_id=self.correlation_id, client_id=self.client_id)
+        self.sock.sendall(bytes(request.encode(version=version, header=True, framed=True)))
+        (size,) = struct.unpack(">i", _recv_exact(self.sock, 4))
+        payload = _recv_exact(self.sock, size)
+        response = request.header.get_response_class().decode(payload, header=True)
+        if response.header.correlation_id != self.correlation_id:
+            raise BrokerError(f"correlation id {response.header.correlation_id} != {self.correlation_id}")
+        return response
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "RawConnection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def raw_request(bootstrap: str, request, version: int, *, timeout: float = 15.0):
+    """One request on a fresh :class:`RawConnection`; returns kafka-python's decoded response."""
+    with RawConnection(bootstrap, timeout=timeout) as conn:
+        return conn.call(request, version)
+
+
+if __name__ == "__main__":  # manual smoke test: python scripts/kafka/harness.py 4.3.1 /tmp/k
+    import tempfile
+
+    v = sys.argv[1] if len(sys.argv) > 1 else NEWEST
+    wd = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix=f"kafka-{v}-")
+    b = KafkaBroker(v, wd)
+    b.start()
+    print(f"Kafka {v} up on {b.bootstrap} in {b.timings['start_s']:.1f}s; log dir {b.log_dir}")
+    b.stop()
+    print(f"stopped in {b.timings.get('stop_s', 0):.1f}s")
