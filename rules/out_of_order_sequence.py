@@ -41,7 +41,7 @@ INT_MAX = 2**31 - 1
 def run(ctx):
     from pyspark.sql import functions as F
 
-    pb = ctx.producer_batches.where("is_data AND base_sequence >= 0")
+    pb = ctx.data_sequences.where("base_sequence >= 0")
     prev_last = F.col("prev_data_last_sequence")
     expected = F.when(prev_last == INT_MAX, F.lit(0)).otherwise(prev_last + 1)
     same_epoch = F.col("producer_epoch") == F.col("prev_data_epoch")

@@ -35,7 +35,7 @@ from auditor.engine.views import REPLICA
 def run(ctx):
     from pyspark.sql import functions as F
 
-    first = ctx.producer_batches.where("is_data AND prev_data_epoch IS NULL AND base_sequence > 0")
+    first = ctx.data_sequences.where("prev_data_epoch IS NULL AND base_sequence > 0")
     first = first.join(ctx.partitions.select(*REPLICA, "log_start_offset", "first_batch_offset", "is_compacted"), REPLICA, "left")
     snaps = ctx.table("producer_snapshots").select(*REPLICA, "producer_id", "snapshot_offset", "last_sequence").withColumnRenamed(
         "last_sequence", "snapshot_last_sequence")

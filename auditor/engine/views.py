@@ -93,42 +93,59 @@ class AuditContext:
         return max(x for x in (m, t, 0) if x is not None)
 
     # -- producer state ------------------------------------------------------
+    _BATCH_COLUMNS = (
+        "cluster_id", "broker_id", "topic", "partition", "producer_id", "producer_epoch", "base_offset", "last_offset",
+        "last_offset_delta", "base_sequence", "last_sequence", "record_count", "is_transactional", "is_control",
+        "control_type", "coordinator_epoch", "max_timestamp",
+    )
+
     @cached_property
     def producer_batches(self):
-        """Batches with a producer id, in log order per (replica, producer id), with
-        the state the broker would hold before each one."""
-        from pyspark.sql import Window
+        """Batches with a producer id (data and markers), narrowed to the columns
+        producer-state rules read. A plain scan: not persisted."""
         from pyspark.sql import functions as F
 
-        b = (
+        return (
             self.table("batches")
             .where("magic = 2 AND source = 'segment' AND producer_id >= 0")
+            .select(*self._BATCH_COLUMNS)
             .withColumn("is_marker", F.col("is_control") & F.col("control_type").isin("COMMIT", "ABORT"))
             .withColumn("is_data", ~F.col("is_control"))
         )
+
+    @cached_property
+    def data_sequences(self):
+        """Data batches of each (replica, producer id) in log order, with the
+        previous data batch's epoch, sequences and offset: what the broker
+        compares a new batch against (ProducerAppendInfo)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
         w = Window.partitionBy(*REPLICA, "producer_id").orderBy("base_offset")
-        before = w.rowsBetween(Window.unboundedPreceding, -1)
-        data = lambda c: F.when(F.col("is_data"), F.col(c))  # noqa: E731
-        b = (
-            b.withColumn("markers_before", F.coalesce(F.sum(F.col("is_marker").cast("int")).over(before), F.lit(0)))
-            .withColumn("batch_index", F.row_number().over(w) - 1)
-            .withColumn("prev_data_epoch", F.last(data("producer_epoch"), ignorenulls=True).over(before))
-            .withColumn("prev_data_base_sequence", F.last(data("base_sequence"), ignorenulls=True).over(before))
-            .withColumn("prev_data_last_sequence", F.last(data("last_sequence"), ignorenulls=True).over(before))
-            .withColumn("prev_data_offset", F.last(data("base_offset"), ignorenulls=True).over(before))
-            .withColumn("prev_marker_epoch", F.last(F.when(F.col("is_marker"), F.col("producer_epoch")), ignorenulls=True).over(before))
-            .withColumn("prev_marker_offset", F.last(F.when(F.col("is_marker"), F.col("base_offset")), ignorenulls=True).over(before))
+        d = self.producer_batches.where("is_data")
+        d = (
+            d.withColumn("prev_data_epoch", F.lag("producer_epoch").over(w))
+            .withColumn("prev_data_base_sequence", F.lag("base_sequence").over(w))
+            .withColumn("prev_data_last_sequence", F.lag("last_sequence").over(w))
+            .withColumn("prev_data_offset", F.lag("base_offset").over(w))
         )
-        return self._persist(b)
+        return self._persist(d)
 
     @cached_property
     def transactions(self):
         """One row per transaction per replica: the transactional data of one
-        producer between two of its markers, closed by the later marker (or open)."""
+        producer between two of its markers, closed by the later marker (or
+        open), with the previous transaction's marker alongside."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        pb = self.producer_batches.where("is_transactional")
+        w = Window.partitionBy(*REPLICA, "producer_id").orderBy("base_offset")
+        running = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        pb = self.producer_batches.where("is_transactional").withColumn(
+            # markers strictly before this batch: a marker belongs to the data before it
+            "markers_before",
+            F.sum(F.col("is_marker").cast("int")).over(running) - F.col("is_marker").cast("int"),
+        )
         d = F.col("is_data")
         m = F.col("is_marker")
         t = pb.groupBy(*REPLICA, "producer_id", "markers_before").agg(
@@ -144,8 +161,6 @@ class AuditContext:
             F.max(F.when(m, F.col("producer_epoch"))).alias("marker_epoch"),
             F.max(F.when(m, F.col("coordinator_epoch"))).alias("coordinator_epoch"),
             F.max(F.when(m, F.col("max_timestamp"))).alias("marker_timestamp"),
-            F.max(F.when(d, F.col("prev_marker_epoch"))).alias("prev_marker_epoch"),
-            F.max(F.when(d, F.col("prev_marker_offset"))).alias("prev_marker_offset"),
         )
         t = t.withColumn(
             "state",
@@ -153,9 +168,13 @@ class AuditContext:
             .when(F.col("data_batches") == 0, F.lit("marker-only"))
             .otherwise(F.lower(F.col("marker_type"))),
         )
-        w = Window.partitionBy(*REPLICA, "producer_id").orderBy("markers_before")
-        t = t.withColumn("prev_coordinator_epoch", F.last("coordinator_epoch", ignorenulls=True).over(
-            w.rowsBetween(Window.unboundedPreceding, -1)))
+        g = Window.partitionBy(*REPLICA, "producer_id").orderBy("markers_before")
+        before = g.rowsBetween(Window.unboundedPreceding, -1)
+        t = (
+            t.withColumn("prev_marker_epoch", F.lag("marker_epoch").over(g))
+            .withColumn("prev_marker_offset", F.lag("marker_offset").over(g))
+            .withColumn("prev_coordinator_epoch", F.last("coordinator_epoch", ignorenulls=True).over(before))
+        )
         return self._persist(t)
 
     @cached_property
