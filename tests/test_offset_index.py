@@ -181,11 +181,14 @@ def test_time_index_stops_at_preallocated_zeros():
     assert len(items) == 3
 
 
-def test_fully_zero_file_yields_entry_zero_like_dump_tool():
+def test_fully_zero_file_has_no_entries():
+    """Pure preallocation (an empty or crashed active segment): no entries, one zero-tail note
+    from byte 0. (Kafka 4.3.1's DumpLogSegments throws on such a file next to an empty .log.)"""
     data = b"\0" * 80
     items = list(iter_offset_index(io.BytesIO(data), len(data), 7))
-    assert items[0] == {"index_kind": "offset", "entry_index": 0, "offset": 7, "position": 0, "timestamp": None}
-    assert items[1].kind == "zero-tail" and items[1].position == 8
+    assert len(items) == 1 and items[0].kind == "zero-tail" and items[0].position == 0
+    t = list(iter_time_index(io.BytesIO(b"\0" * 48), 48, 7))
+    assert len(t) == 1 and t[0].kind == "zero-tail" and t[0].position == 0
 
 
 def test_non_zero_after_stop_is_corrupt():

@@ -62,7 +62,7 @@ def _schema(name: str, valid: str, *fields: Field) -> Schema:
 
 _SCHEMAS: dict[int, Schema] = {
     0: _schema(
-        "RegisterBrokerRecord", "0-3",
+        "RegisterBrokerRecord", "0-4",
         Field("BrokerId", "int32"),
         Field("IsMigratingZkBroker", "bool", versions="2+"),
         Field("IncarnationId", "uuid"),
@@ -73,6 +73,7 @@ _SCHEMAS: dict[int, Schema] = {
         Field("Fenced", "bool", default=True),
         Field("InControlledShutdown", "bool", versions="1+"),
         Field("LogDirs", "[]uuid", versions="3+", tag=0, tagged_versions="3+"),
+        Field("CordonedLogDirs", "[]uuid", versions="4+", tag=1, tagged_versions="4+", nullable_versions="4+"),
     ),
     1: _schema(
         "UnregisterBrokerRecord", "0",
@@ -151,12 +152,13 @@ _SCHEMAS: dict[int, Schema] = {
         Field("NextProducerId", "int64"),
     ),
     17: _schema(
-        "BrokerRegistrationChangeRecord", "0-2",
+        "BrokerRegistrationChangeRecord", "0-3",
         Field("BrokerId", "int32"),
         Field("BrokerEpoch", "int64"),
         Field("Fenced", "int8", tag=0, tagged_versions="0+"),
         Field("InControlledShutdown", "int8", versions="1+", tag=1, tagged_versions="1+"),
         Field("LogDirs", "[]uuid", versions="2+", tag=2, tagged_versions="2+"),
+        Field("CordonedLogDirs", "[]uuid", versions="3+", tag=3, tagged_versions="3+", nullable_versions="3+"),
     ),
     20: _schema("NoOpRecord", "0"),
     21: _schema(
@@ -172,6 +174,7 @@ _SCHEMAS: dict[int, Schema] = {
         "AbortTransactionRecord", "0",
         Field("Reason", "string", nullable_versions="0+", tag=0, tagged_versions="0+"),
     ),
+    28: _schema("ClearElrRecord", "0", Field("TopicName", "string")),
     27: _schema(
         "RegisterControllerRecord", "0",
         Field("ControllerId", "int32"),
@@ -210,6 +213,7 @@ RECORD_TYPES: dict[int, str] = {
     25: "ABORT_TRANSACTION_RECORD",
     26: "REMOVE_DELEGATION_TOKEN_RECORD",
     27: "REGISTER_CONTROLLER_RECORD",
+    28: "CLEAR_ELR_RECORD",
 }
 
 COLUMNS: list[pa.Field] = [

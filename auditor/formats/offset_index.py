@@ -52,6 +52,11 @@ def _iter_entries(
     rel_at = 0 if kind == "offset" else 1  # where the relative offset sits in the tuple
     index = 0
     stop: int | None = None
+    if whole and is_zero_range(f, 0, size) and is_zero_range(f, 0, file_size):
+        # nothing but preallocation (an empty or crashed active segment): the
+        # broker's own recovery finds no entries here, so neither do we
+        # (DumpLogSegments would print entry 0 as "offset: <base> position: 0")
+        stop = 0
     while index < whole and stop is None:
         n = min(_CHUNK_ENTRIES, whole - index)
         pos = index * size

@@ -69,6 +69,10 @@ def build_inventory(
             row["status"] = "foreign" if fi.path == fi.input_root else "skipped"
             if not row["note"]:
                 row["note"] = "not a Kafka file name" if fi.kind == "unknown" else f"{fi.kind} files are not decoded"
+        elif probs and all(k == "zero-tail" for _, k, _ in probs) and fi.kind in ("offset-index", "time-index"):
+            # the broker preallocates index files of the active segment: zeros there are expected
+            row["status"] = "ok"
+            row["note"] = f"preallocated zero tail from byte {probs[0][0]} (normal for an active or crashed segment's index)"
         elif probs:
             pos, kind, msg = probs[0]
             nothing = row["rows"] == 0 and 0 <= pos <= 17 and kind in ("unknown-magic", "bad-length", "truncated", "corrupt", "unknown-version")
