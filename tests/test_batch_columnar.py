@@ -265,6 +265,28 @@ def test_legacy_entries_interleaved_with_v2(seg):
         assert rows[1]["size"] == len(v0) and rows[1]["base_offset"] == 10 and rows[1]["producer_id"] == -1
 
 
+def test_legacy_and_v2_alternating_cost_linear_work(seg, monkeypatch):
+    """Legacy entries do not stop the fast walk: size fields are read a bounded
+    number of times per entry (a walk restarted at every legacy entry would
+    read thousands per entry)."""
+    n = 1500
+    data = b"".join(data_batch(2 * i, 1) + legacy_message(1, 2 * i + 1) for i in range(n))
+    calls = 0
+    real = batch_columnar._SIZE
+
+    class Counting:
+        def unpack_from(self, buf, offset):
+            nonlocal calls
+            calls += 1
+            return real.unpack_from(buf, offset)
+
+    monkeypatch.setattr(batch_columnar, "_SIZE", Counting())
+    rows, probs = assert_same(seg(data), chunk_batches=1000)
+    assert [r["base_offset"] for r in rows] == list(range(2 * n)) and probs == []
+    assert [r["magic"] for r in rows[:4]] == [2, 1, 2, 1]
+    assert calls <= 3 * 3 * 2 * n  # three decodes in assert_same
+
+
 def test_bad_crc_is_flagged_and_decoding_goes_on(seg, monkeypatch):
     good = data_batch(0, 2)
     bad = bytearray(data_batch(2, 2))
@@ -277,7 +299,9 @@ def test_bad_crc_is_flagged_and_decoding_goes_on(seg, monkeypatch):
     assert probs == []
     unchecked, _ = assert_same(seg(data), verify_crc=False)
     assert all(r["crc_valid"] for r in unchecked)
-    # the zero-copy CRC path used for big batches gives the same answer
+    # the per-batch CRC paths (copied slice / zero-copy view) give the same answer
+    monkeypatch.setattr(batch_columnar, "_VEC_CRC_MAX", 0)
+    assert [r["crc_valid"] for r in columnar(seg(data))[0]] == [True, False, False, True]
     monkeypatch.setattr(batch_columnar, "_COPY_CRC_BELOW", 0)
     assert [r["crc_valid"] for r in columnar(seg(data))[0]] == [True, False, False, True]
 
@@ -288,6 +312,40 @@ def test_chunk_bounds_do_not_change_rows(seg, monkeypatch, chunk_bytes):
     data = mixed_segment() + legacy_message(1, 99) + data_batch(100, 1) + b"\x00" * 40
     rows, probs = assert_same(seg(data), chunk_batches=4)
     assert len(rows) == 17 and probs[0].kind == "zero-tail"
+
+
+def _numbered(template: bytes, first: int, count: int) -> bytes:
+    out = bytearray(template * count)
+    for i in range(count):
+        struct.pack_into(">q", out, i * len(template), first + i)
+    return bytes(out)
+
+
+def test_runs_of_one_length_with_breaks(seg):
+    """The vectorised run guessing must stop exactly where a run ends or turns bad."""
+    a, b = data_batch(0, 1), data_batch(0, 1, value=b"longer value")
+    assert len(a) != len(b)
+
+    def b_at(offset: int) -> bytes:
+        return data_batch(offset, 1, value=b"longer value")
+
+    base = _numbered(a, 0, 300) + b_at(300) + _numbered(a, 301, 200) + b_at(501) + b_at(502) + _numbered(a, 503, 400)
+    rows, probs = assert_same(seg(base))
+    assert probs == [] and [r["base_offset"] for r in rows] == list(range(903))
+    assert [r["size"] for r in rows[299:302]] == [len(a), len(b), len(a)]
+    # a bad CRC, an unknown magic and a wrong length in the middle of a run
+    raw = bytearray(base)
+    raw[100 * len(a) + 70] ^= 0x40
+    rows, probs = assert_same(seg(bytes(raw)))
+    assert [r["crc_valid"] for r in rows].count(False) == 1 and not rows[100]["crc_valid"]
+    at = 697 * len(a) + 3 * len(b)  # entry 700: 697 entries of a and 3 of b before it
+    assert struct.unpack_from(">q", raw, at)[0] == 700
+    raw[at + 16] = 9
+    rows, probs = assert_same(seg(bytes(raw)))
+    assert len(rows) == 700 and probs == [LogProblem("unknown-magic", at + 16, "unknown magic byte 9")]
+    raw = bytearray(base)
+    struct.pack_into(">i", raw, 50 * len(a) + 8, len(a) - 12 + 7)  # 7 bytes too long: garbage after it
+    assert_same(seg(bytes(raw)))
 
 
 # --------------------------------------------------------------------------- problems
@@ -349,6 +407,42 @@ def test_empty_and_tiny_files(seg):
     assert probs == [LogProblem("truncated", 0, "16 trailing bytes, too few for an entry header")]
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    runs=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 40)), min_size=1, max_size=8),
+    mutate=st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.integers(0, 255))),
+    chunk=st.integers(1, 70),
+)
+def test_fuzz_runs(runs, mutate, chunk):
+    """Runs of batches of a few lengths (the guessing's domain), one byte maybe changed."""
+    templates = [data_batch(0, 1), data_batch(0, 1, value=b"v" * 9), data_batch(0, 2), legacy_message(1, 0)]
+    raw = bytearray(b"".join(templates[t] * n for t, n in runs))
+    if mutate is not None:
+        raw[mutate[0] % len(raw)] = mutate[1]
+    _fuzz_check(bytes(raw), 0, None, chunk, True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.binary(min_size=128, max_size=700),
+    spans=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 128)), min_size=1, max_size=40),
+    block=st.sampled_from([1, 3, 8192]),
+)
+def test_vectorised_crc32c_matches_crc32c(data, spans, block):
+    """The table-driven CRC-32C against the crc32c package, for any lengths and ends."""
+    import numpy as np
+
+    ends = np.array([128 + e % (len(data) - 127) for e, _ in spans], dtype=np.int64)
+    lengths = np.array([m for _, m in spans], dtype=np.int64)
+    old = batch_columnar._VEC_CRC_BLOCK
+    batch_columnar._VEC_CRC_BLOCK = block
+    try:
+        got = batch_columnar._crc32c_right_aligned(np.frombuffer(data, np.uint8), ends, lengths)
+    finally:
+        batch_columnar._VEC_CRC_BLOCK = old
+    assert got.tolist() == [crc32c.crc32c(data[e - m:e]) for e, m in zip(ends.tolist(), lengths.tolist())]
+
+
 # --------------------------------------------------------------------------- ranges
 def test_byte_ranges_take_entries_starting_inside(seg):
     batches = [data_batch(i * 2, 2) for i in range(6)]
@@ -358,6 +452,11 @@ def test_byte_ranges_take_entries_starting_inside(seg):
     # end in the middle of entry 3: entries 1..3 start in [starts[1], starts[3] + 5)
     rows, probs = assert_same(p, start=starts[1], end=starts[3] + 5)
     assert [r["base_offset"] for r in rows] == [2, 4, 6] and probs == []
+    # an end exactly at an entry start excludes that entry (all six have one length)
+    rows, _ = assert_same(p, start=starts[1], end=starts[3])
+    assert [r["base_offset"] for r in rows] == [2, 4]
+    rows, _ = assert_same(p, end=starts[5])
+    assert [r["base_offset"] for r in rows] == [0, 2, 4, 6, 8]
     rows, _ = assert_same(p, start=starts[2], end=starts[2] + 1)
     assert [r["base_offset"] for r in rows] == [4]
     assert assert_same(p, start=starts[2], end=starts[2]) == ([], [])

@@ -20,7 +20,7 @@ from auditor.cli.console import err, safe, wide
 from auditor.errors import DecodeError
 from auditor.ingest.context import CONTEXT_COLUMNS
 from auditor.ingest.plan import make_plan
-from auditor.ingest.tables import TABLES, decode_task
+from auditor.ingest.tables import TABLES, iter_rows
 from auditor.ingest import segments
 
 _CTX = {c.name for c in CONTEXT_COLUMNS}
@@ -57,7 +57,7 @@ def _objects(task: dict, with_records: bool) -> Iterator[dict]:
             continue
         if name != "batches" and task["kind"] == "segment" and not with_records:
             continue  # internal-topic record decoders only with --records
-        for row in decode_task(spec, task):
+        for row in iter_rows(spec, task):
             if row.get("_problem_kind"):
                 yield {"type": "problem", "file": task["path"], "table": name, "kind": row["_problem_kind"],
                        "position": row["_problem_position"], "message": row["_problem_message"]}

@@ -56,6 +56,12 @@ def _decoder(table: str) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.Rec
         for rb in batches:
             for task in rb.to_pylist():
                 for row in decode_task(spec, task):
+                    if isinstance(row, pa.RecordBatch):  # columnar fast path: no per-row objects
+                        if buf:
+                            yield pa.RecordBatch.from_pylist(buf, schema=schema)
+                            buf = []
+                        yield _conform_batch(row, schema)
+                        continue
                     buf.append(row)
                     if len(buf) >= ROWS_PER_ARROW_BATCH:
                         yield pa.RecordBatch.from_pylist(buf, schema=schema)
@@ -64,6 +70,16 @@ def _decoder(table: str) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.Rec
             yield pa.RecordBatch.from_pylist(buf, schema=schema)
 
     return run
+
+
+def _conform_batch(rb: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Columns of ``rb`` in ``schema``'s order and types; missing ones null."""
+    n = rb.num_rows
+    cols = []
+    for field in schema:
+        i = rb.schema.get_field_index(field.name)
+        cols.append(rb.column(i).cast(field.type) if i >= 0 else pa.nulls(n, field.type))
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
 def _spark_schema(schema: pa.Schema):

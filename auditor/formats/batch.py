@@ -35,6 +35,11 @@ _V2 = struct.Struct(">qiibIhiqqqhii")  # base..records_count (61 bytes)
 _LEGACY = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 
 
+def _wrap64(v: int) -> int:
+    """Java long arithmetic: a corrupt header must not produce an int outside int64."""
+    return (v + 2**63) % 2**64 - 2**63
+
+
 def increment_sequence(seq: int, inc: int) -> int:
     """Kafka's DefaultRecordBatch.incrementSequence: wraps past Integer.MAX_VALUE to 0."""
     if seq < 0:
@@ -197,7 +202,7 @@ def _v2(f: BinaryIO, pos: int, head: bytes, entry: int, verify_crc: bool) -> Bat
         position=pos,
         size=entry,
         base_offset=base,
-        last_offset=base + lod,
+        last_offset=_wrap64(base + lod),
         last_offset_delta=lod,
         partition_leader_epoch=ple,
         magic=magic,

@@ -7,18 +7,29 @@ what a multi-GiB log directory needs. This module gives the same answer as
 ``pyarrow.RecordBatch`` chunks:
 
 * the file is memory-mapped read-only, so reading a header costs no syscall;
-* the framing (offset int64, size int32 at +8, magic at +16) is walked in one
-  tight loop that only collects entry start positions;
-* the 61-byte v2 headers of a chunk are gathered in one numpy fancy-index over
-  an array of 61-byte big-endian records that starts at *every* byte of the
-  file (``strides=(1,)``), and the derived columns are computed vectorised;
-* CRC-32C is one ``crc32c`` call per batch over ``[21, 12 + size)``.
+* the framing (offset int64, size int32 at +8, magic at +16) is followed by a
+  tight loop that only collects entry start positions, or, through runs of
+  batches of one length, by guessing the next positions k at a time and
+  checking the guesses vectorised (see ``_Decoder._walk``);
+* the 61-byte v2 headers of a chunk are gathered in one numpy fancy index into
+  a sliding-window view of the file (a 61-byte row at *every* byte), viewed as
+  big-endian records, and the derived columns are computed vectorised;
+* the CRC-32C over ``[21, 12 + size)`` of small batches is computed by numpy
+  table look-ups over all batches at once (``_crc32c_right_aligned``): a
+  Python-level call per batch costs more than the CRC; bigger batches get one
+  ``crc32c`` call each.
+
+Every entry the fast paths do not take (legacy v0/v1, anything malformed, the
+tail of the file) goes through ``_Decoder._entry``, which repeats
+``iter_segment``'s decisions and messages one for one.
 
 Memory stays bounded: at most ``chunk_batches`` headers (and at most
 ``_CHUNK_BYTES`` of file) are in flight, pages of the mapping that were already
 decoded are dropped from this process' page tables (``MADV_DONTNEED``: they
 stay in the page cache, but stop counting in its RSS), and no yielded Arrow
 array points into the mapping, so it can be closed when the iterator ends.
+The CRC tables are a fixed cost: 256 KiB per 2 bytes of the longest batch
+checked vectorised, at most 16 MiB, built once per process on first use.
 
 Two deliberate differences from ``iter_segment``, both where a Python int does
 not fit the Arrow column:
@@ -43,7 +54,6 @@ import os
 import struct
 import threading
 import zlib
-from array import array
 from typing import BinaryIO, Iterator, Union
 
 import crc32c
@@ -258,7 +268,7 @@ class _Decoder:
             yield problem
 
     def _walk(self, chunk: "_Chunk", pos: int, lim: int, budget: int) -> int:
-        """Collect clean v2 batches starting before ``lim``, at most ``budget``;
+        """Collect clean entries starting before ``lim``, at most ``budget``;
         return where the walk stopped (``lim`` or beyond, the budget used up, or
         an entry the exact slow path must look at).
 
@@ -292,14 +302,13 @@ class _Decoder:
         return pos
 
     def _fast(self, chunk: "_Chunk", pos: int, lim: int, budget: int) -> tuple[int, bool]:
-        """Scalar walk: collect clean v2 batches from ``pos`` on; return where it
-        stopped and whether that is an entry that is not a clean v2 batch.
+        """Scalar walk: collect clean entries from ``pos`` on; return where it
+        stopped and whether that is an entry that is not clean.
 
         The loop trusts each size field and checks nothing but ``pos < lim``
-        (which keeps every header inside the buffer); the batches it collected
-        are then checked vectorised (magic 2, length >= 61, inside the file) and
-        cut at the first that is not clean, whose position is returned for the
-        exact slow path. A negative size can send ``pos`` backwards: that only
+        (which keeps every header inside the buffer); the entries it collected
+        are then checked vectorised (:meth:`_take_clean`) and cut at the first
+        that is not clean, whose position is returned for the exact slow path. A negative size can send ``pos`` backwards: that only
         wastes at most ``budget`` iterations, or stops at struct.error.
         """
         buf = self.buf
@@ -324,21 +333,37 @@ class _Decoder:
 
     def _take_clean(self, chunk: "_Chunk", p: np.ndarray, length: int | None = None) -> int:
         """Gather the headers at positions ``p`` (each < size - 60), add the
-        longest prefix of clean v2 batches (of entry length ``length`` if given)
-        to the chunk and return its length."""
+        longest prefix of clean entries to the chunk and return its length.
+
+        Clean: inside the file and either a v2 batch (magic 2, entry >= 61
+        bytes; of entry length ``length`` if given) or, when ``length`` is None,
+        a legacy v0/v1 entry (size field >= 14) -- the same tests
+        ``iter_segment`` applies, so legacy entries do not stop the walk.
+        """
         rows = self.win[np.clip(p, 0, len(self.win) - 1)]
         h = rows.view(_V2_DTYPE).reshape(-1)
         size_field = h["length"].astype(np.int64)
-        ok = (h["magic"] == 2) & (p + size_field + LOG_OVERHEAD <= self.size)
+        magic = h["magic"]
+        inside = p + size_field + LOG_OVERHEAD <= self.size
+        legacy = None
         if length is None:
-            ok &= size_field >= V2_HEADER - LOG_OVERHEAD
+            legacy = ((magic == 0) | (magic == 1)) & (size_field >= MIN_ENTRY_SIZE)
+            ok = (((magic == 2) & (size_field >= V2_HEADER - LOG_OVERHEAD)) | legacy) & inside
         else:
-            ok &= size_field == length - LOG_OVERHEAD
+            ok = (magic == 2) & (size_field == length - LOG_OVERHEAD) & inside
         took = len(p) if ok.all() else int(np.argmin(ok))
-        if took:
-            chunk.v2_positions.append(p[:took])
-            chunk.v2_headers.append(rows[:took])
-            chunk.rows += took
+        if not took:
+            return 0
+        p, rows = p[:took], rows[:took]
+        if legacy is not None and legacy[:took].any():
+            is_legacy = legacy[:took]
+            for i in np.flatnonzero(is_legacy).tolist():
+                chunk.legacy.append((chunk.rows + i, self._legacy(int(p[i]), int(size_field[i]) + LOG_OVERHEAD)))
+            p, rows = p[~is_legacy], rows[~is_legacy]
+        if len(p):
+            chunk.v2_positions.append(p)
+            chunk.v2_headers.append(rows)
+        chunk.rows += took
         return took
 
     def _entry(self, pos: int) -> tuple[str, object]:

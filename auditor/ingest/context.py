@@ -40,6 +40,7 @@ TASK_SCHEMA = pa.schema(
         pa.field("size", pa.int64()),
         pa.field("range_start", pa.int64()),
         pa.field("range_end", pa.int64()),
+        pa.field("active", pa.bool_()),
     ]
 )
 

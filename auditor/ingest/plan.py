@@ -89,6 +89,11 @@ def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan
         fi.cluster_id = meta.get("cluster_id")
         if fi.kind == "unknown" and fi.path == fi.input_root and _sniff_segment(fi.path):
             fi.kind, fi.note = "segment", "treated as a log segment by its content (name is not Kafka's)"
+    newest: dict[str, int] = {}
+    for fi in files:
+        if fi.kind == "segment" and fi.file_status == "live" and fi.base_offset is not None and fi.topic is not None:
+            d = str(Path(fi.path).parent)
+            newest[d] = max(newest.get(d, -1), fi.base_offset)
     tasks: list[dict] = []
     for fi in files:
         if fi.kind not in DECODED_KINDS or fi.size < 0:
@@ -98,6 +103,9 @@ def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan
             "log_dir": fi.log_dir, "topic": fi.topic, "partition": fi.partition,
             "base_offset": fi.base_offset, "snapshot_epoch": fi.snapshot_epoch, "size": fi.size,
             "range_start": 0, "range_end": -1,
+            # the newest segment of a partition is the one a running broker may still append to
+            # or truncate: it is read with plain reads, never memory-mapped
+            "active": fi.kind != "segment" or newest.get(str(Path(fi.path).parent), -1) in (-1, fi.base_offset),
         }
         if fi.kind == "segment" and fi.size > split_bytes and fi.base_offset is not None:
             idx = Path(fi.path).with_name(f"{fi.base_offset:020d}.index")

@@ -30,7 +30,7 @@ BATCH_COLUMNS: list[pa.Field] = [
     pa.field("magic", pa.int8()),
     pa.field("crc", pa.int64()),
     pa.field("crc_valid", pa.bool_()),
-    pa.field("attributes", pa.int16()),
+    pa.field("attributes", pa.int32()),
     pa.field("compression", pa.string()),
     pa.field("timestamp_type", pa.string()),
     pa.field("is_transactional", pa.bool_()),
@@ -86,6 +86,47 @@ def iter_batches(
             except StopIteration:
                 pass
         yield e, extra
+
+
+def iter_batches_columnar(
+    f: BinaryIO, file_size: int, start: int, end: int | None, segment_base: int | None, source: str
+) -> Iterator["pa.RecordBatch | Problem"]:
+    """The batches table's rows as Arrow record batches (the fast path for
+    segments no broker writes to any more), with the same problems and
+    control-record columns as :func:`iter_batches`."""
+    from auditor.formats.batch_columnar import iter_header_batches
+
+    for item in iter_header_batches(f, start=start, end=end, file_size=file_size):
+        if isinstance(item, LogProblem):
+            yield problem_of(item)
+            return
+        n = item.num_rows
+        ctype: list = [None] * n
+        cepoch: list = [None] * n
+        bad = item.column("crc_valid").to_pylist()
+        ctl = item.column("is_control").to_pylist()
+        rows = None
+        for i in range(n):
+            if not bad[i] or ctl[i]:
+                if rows is None:
+                    rows = item.to_pylist()
+                h = BatchHeader(**rows[i])
+                if not bad[i]:
+                    yield Problem("bad-crc", h.position + 17, f"batch at offset {h.base_offset}: stored CRC {h.crc} does not match its bytes", fatal=False)
+                if ctl[i] and h.magic == 2 and h.record_count > 0:
+                    try:
+                        first = next(iter_records(h, read_payload(f, h)))
+                        c = decode_control(first.key, first.value)
+                        ctype[i], cepoch[i] = c.control_type, c.coordinator_epoch
+                    except DecodeError as exc:
+                        yield Problem(exc.kind, exc.position if exc.position >= 0 else h.position,
+                                      f"control batch at offset {h.base_offset}: {exc.message}", fatal=False)
+                    except StopIteration:
+                        pass
+        yield item.append_column("control_type", pa.array(ctype, pa.string())).append_column(
+            "coordinator_epoch", pa.array(cepoch, pa.int32())).append_column(
+            "segment_base_offset", pa.array([segment_base] * n, pa.int64())).append_column(
+            "source", pa.array([source] * n, pa.string()))
 
 
 def batch_row(h: BatchHeader, extra: dict, segment_base: int | None, source: str) -> dict:

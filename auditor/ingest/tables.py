@@ -68,6 +68,9 @@ def _range(task: dict) -> tuple[int, int | None]:
 def decode_batches(task: dict, f) -> Iterator[dict | Problem]:
     start, end = _range(task)
     source = "kraft-snapshot" if task["kind"] == "kraft-snapshot" else "segment"
+    if not task.get("active", True):
+        yield from segments.iter_batches_columnar(f, task["size"], start, end, task.get("base_offset"), source)
+        return
     for item in segments.iter_batches(f, task["size"], start, end):
         if isinstance(item, Problem):
             yield item
@@ -244,8 +247,18 @@ def decode_broker_files(task: dict, f) -> Iterator[dict | Problem]:
     yield row
 
 
-def decode_task(spec: TableSpec, task: dict) -> Iterator[dict]:
-    """Rows of ``spec`` for ``task``; problems come out as rows with ``_problem_*`` set."""
+def iter_rows(spec: TableSpec, task: dict) -> Iterator[dict]:
+    """:func:`decode_task` with Arrow record batches expanded to row dicts."""
+    for item in decode_task(spec, task):
+        if isinstance(item, pa.RecordBatch):
+            yield from item.to_pylist()
+        else:
+            yield item
+
+
+def decode_task(spec: TableSpec, task: dict) -> Iterator["dict | pa.RecordBatch"]:
+    """Rows of ``spec`` for ``task`` (dicts, or Arrow record batches from the
+    columnar fast path); problems come out as rows with ``_problem_*`` set."""
     ctx = spec.context_row(task)
     try:
         f = _open(task)
@@ -257,6 +270,11 @@ def decode_task(spec: TableSpec, task: dict) -> Iterator[dict]:
             for item in spec.decode(task, f):
                 if isinstance(item, Problem):
                     yield item.row(ctx)
+                elif isinstance(item, pa.RecordBatch):
+                    n = item.num_rows
+                    for k, v in ctx.items():
+                        item = item.append_column(k, pa.array([v] * n, spec.schema.field(k).type))
+                    yield item
                 else:
                     item.update(ctx)
                     yield item
