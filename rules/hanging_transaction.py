@@ -53,8 +53,8 @@ from rules._common import abort_command, ms_text
 def run(ctx):
     from pyspark.sql import functions as F
 
-    o = ctx.open_transactions
-    as_of = F.lit(ctx.as_of_ms)
+    o = ctx.with_as_of(ctx.open_transactions)
+    as_of = F.col("as_of_ms")
     max_timeout = F.lit(ctx.options.transaction_max_timeout_ms)
     age = as_of - F.col("first_timestamp")
     session_had_marker = F.col("prev_marker_epoch").isNotNull() & (F.col("data_epoch_min") <= F.col("prev_marker_epoch"))

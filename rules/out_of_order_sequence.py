@@ -13,6 +13,10 @@ one (partition, producer id, epoch) should therefore chain exactly. Findings:
 * ``new-epoch-nonzero`` — the first batch of a new epoch does not start at 0;
 * ``epoch-regression`` — a batch with an older epoch after a newer one (a zombie).
 
+Batches of ``__consumer_offsets`` are skipped: transactional offset commits
+carry the producer's id and epoch but are appended by the group coordinator,
+whose appends are never sequence-checked.
+
 **How it arises.** The broker rejects these on produce (OUT_OF_ORDER_SEQUENCE_NUMBER,
 INVALID_PRODUCER_EPOCH), but replication and log recovery skip the checks, so
 they reach disk through log truncation after an unclean leader election,
@@ -41,7 +45,9 @@ INT_MAX = 2**31 - 1
 def run(ctx):
     from pyspark.sql import functions as F
 
-    pb = ctx.data_sequences.where("base_sequence >= 0")
+    # transactional offset commits in __consumer_offsets carry the producer's id and epoch but are
+    # appended by the group coordinator (origin COORDINATOR): the broker never checks their sequences
+    pb = ctx.data_sequences.where("base_sequence >= 0 AND topic != '__consumer_offsets'")
     prev_last = F.col("prev_data_last_sequence")
     expected = F.when(prev_last == INT_MAX, F.lit(0)).otherwise(prev_last + 1)
     same_epoch = F.col("producer_epoch") == F.col("prev_data_epoch")

@@ -55,18 +55,17 @@ def run(ctx):
     pending = (
         oc.withColumnRenamed("log_topic", "o_topic").withColumnRenamed("log_partition", "o_partition")
         .where("o_topic = '__consumer_offsets' AND batch_is_transactional")
-        .select("cluster_id", "broker_id", F.col("o_partition").alias("partition"),
+        .select("cluster_id", "broker_id", F.col("o_topic").alias("topic"), F.col("o_partition").alias("partition"),
                 F.col("batch_producer_id").alias("producer_id"), F.col("offset").alias("commit_offset"), "group_id")
     )
     pin = pin.join(
         pending.withColumnRenamed("group_id", "pending_group"),
-        ["cluster_id", "broker_id", "partition", "producer_id"], "left",
-    ).where(
-        F.col("pending_group").isNull() | ((F.col("topic") == "__consumer_offsets") & (F.col("commit_offset") >= F.col("first_offset")))
-    ).groupBy(*[c for c in pin.columns]).agg(F.sort_array(F.collect_set("pending_group")).alias("pending_groups"))
+        ["cluster_id", "broker_id", "topic", "partition", "producer_id"], "left",
+    ).where(F.col("pending_group").isNull() | (F.col("commit_offset") >= F.col("first_offset"))).groupBy(*[c for c in pin.columns]).agg(F.sort_array(F.collect_set("pending_group")).alias("pending_groups"))
 
     lag_ms = F.col("max_timestamp") - F.col("first_timestamp")
-    old = (F.lit(ctx.as_of_ms) - F.col("first_timestamp")) > F.lit(ctx.options.transaction_max_timeout_ms)
+    pin = ctx.with_as_of(pin)
+    old = (F.col("as_of_ms") - F.col("first_timestamp")) > F.lit(ctx.options.transaction_max_timeout_ms)
     blocks = F.concat_ws(
         "; ",
         F.lit("read_committed consumers stop at the LSO"),

@@ -35,12 +35,16 @@ from auditor.engine.views import REPLICA
 def run(ctx):
     from pyspark.sql import functions as F
 
-    first = ctx.data_sequences.where("prev_data_epoch IS NULL AND base_sequence > 0")
+    # __consumer_offsets batches are written by the group coordinator, which never checks sequences
+    first = ctx.data_sequences.where("prev_data_epoch IS NULL AND base_sequence > 0 AND topic != '__consumer_offsets'")
     first = first.join(ctx.partitions.select(*REPLICA, "log_start_offset", "first_batch_offset", "is_compacted"), REPLICA, "left")
-    snaps = ctx.table("producer_snapshots").select(*REPLICA, "producer_id", "snapshot_offset", "last_sequence").withColumnRenamed(
-        "last_sequence", "snapshot_last_sequence")
+    snaps = ctx.table("producer_snapshots").select(*REPLICA, "producer_id", "snapshot_offset", "last_offset").withColumnRenamed(
+        "last_offset", "snapshot_last_offset")
+    # a snapshot keeps the broker's state for the producer only if the entry survives loading:
+    # entries whose last offset is below the log start offset are dropped (ProducerStateManager)
     known = first.join(snaps, [*REPLICA, "producer_id"], "left").where(
         F.col("snapshot_offset").isNotNull() & (F.col("snapshot_offset") <= F.col("base_offset"))
+        & (F.col("snapshot_last_offset") >= F.col("log_start_offset"))
     ).select(*REPLICA, "producer_id").distinct().withColumn("in_snapshot", F.lit(True))
     first = first.join(known, [*REPLICA, "producer_id"], "left").where(F.col("in_snapshot").isNull())
     cls = (

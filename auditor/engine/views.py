@@ -79,18 +79,33 @@ class AuditContext:
 
     # -- reference time ------------------------------------------------------
     @cached_property
-    def as_of_ms(self) -> int:
-        """Ages are measured against this instant: the newest timestamp in the
-        dump unless the user gave one (an offline dump has no "now")."""
-        if self.options.as_of_ms is not None:
-            return self.options.as_of_ms
+    def as_of(self):
+        """Per cluster, the instant ages are measured against: the newest
+        timestamp in that cluster's dump (an offline dump has no "now"), or the
+        user's ``--as-of``. Small: one row per cluster."""
         from pyspark.sql import functions as F
 
-        m = self.table("batches").where("magic = 2 AND source = 'segment'").agg(F.max("max_timestamp")).first()[0]
-        t = None
+        if self.options.as_of_ms is not None:
+            clusters = self.table("batches").select("cluster_id").distinct()
+            return self._persist(clusters.withColumn("as_of_ms", F.lit(self.options.as_of_ms).cast("long")))
+        b = self.table("batches").where("magic = 2 AND source = 'segment'").groupBy("cluster_id").agg(
+            F.max("max_timestamp").alias("t"))
         if self.has_rows("transaction_log"):
-            t = self.table("transaction_log").agg(F.max("last_update_timestamp_ms")).first()[0]
-        return max(x for x in (m, t, 0) if x is not None)
+            t = self.table("transaction_log").groupBy("cluster_id").agg(F.max("last_update_timestamp_ms").alias("t"))
+            b = b.unionByName(t)
+        return self._persist(b.groupBy("cluster_id").agg(F.max("t").cast("long").alias("as_of_ms")))
+
+    def with_as_of(self, df):
+        """``df`` with its cluster's ``as_of_ms`` column."""
+        from pyspark.sql import functions as F
+
+        return df.join(F.broadcast(self.as_of), "cluster_id", "left")
+
+    @cached_property
+    def as_of_ms(self) -> int:
+        """The newest per-cluster reference time (for summaries)."""
+        row = self.as_of.agg({"as_of_ms": "max"}).first()
+        return int(row[0]) if row and row[0] is not None else 0
 
     # -- producer state ------------------------------------------------------
     _BATCH_COLUMNS = (
