@@ -1,0 +1,103 @@
+"""Against Kafka's own ``kafka-transactions.sh find-hanging`` on a live broker.
+
+One broker per module (Kafka 3.5.2: before KIP-890 verification, so the broker
+still accepts the writes that hang). Two hanging scenarios of
+scripts/capture_scenarios.py run on it — a late write after an ABORT marker
+(KAFKA-12671) and a transactional write to a partition never added to the
+transaction — then ``org.apache.kafka.tools.TransactionsCommand find-hanging``
+(the class behind kafka-transactions.sh, from the same jars) is run while the
+broker is up, the broker is stopped cleanly and its log dir audited offline.
+
+Required: every partition find-hanging reports, we report too (same producer
+id, epoch and start offset). What we report that it cannot (asserted below):
+the classification of *why* it hangs (``late-write`` vs a partition the
+coordinator never listed), the transactional id, the LSO lag, which the tool
+never shows, and all of it without a running cluster.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import PROJECT
+from auditor.engine.audit import audit
+from auditor.engine.ingest_job import ingest
+from auditor.engine.views import AuditOptions
+
+sys.path.insert(0, str(PROJECT))
+sys.path.insert(0, str(PROJECT / "scripts"))
+import capture_scenarios as cs  # noqa: E402
+from scripts.kafka.harness import classpath  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+ROW = re.compile(r"^(\S+)\s+(\d+)\s+(\d+)\s+(-?\d+)\s+(-?\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*$")
+
+
+def _find_hanging(version: str, bootstrap: str) -> list[dict]:
+    proc = subprocess.run(
+        ["java", "-cp", classpath(version), "org.apache.kafka.tools.TransactionsCommand",
+         "--bootstrap-server", bootstrap, "find-hanging", "--broker-id", "1", "--max-transaction-timeout", "0"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = []
+    for line in proc.stdout.splitlines():
+        m = ROW.match(line.strip())
+        if m:
+            t, p, pid, epoch, ce, start, last_ts, dur = m.groups()
+            rows.append({"topic": t, "partition": int(p), "producer_id": int(pid), "producer_epoch": int(epoch),
+                         "coordinator_epoch": int(ce), "start_offset": int(start)})
+    assert "Topic" in proc.stdout, proc.stdout  # the header of its table
+    return rows
+
+
+@pytest.fixture(scope="module")
+def live(spark, tmp_path_factory):
+    ctx = cs.Ctx("find-hanging-live", cs.PRE_VERIFICATION, {}, None)
+    ctx.start()
+    try:
+        cs.sc_hanging_late_write(ctx)
+        cs.sc_hanging_unadded(ctx)
+        ctx.close_clients()
+        time.sleep(1)
+        tool = _find_hanging(ctx.version, ctx.broker.bootstrap)
+        now = int(time.time() * 1000)
+    finally:
+        ctx.broker.stop()
+    out = tmp_path_factory.mktemp("fh") / "tables"
+    ingest(spark, [str(ctx.broker.log_dir)], str(out))
+    res = audit(spark, str(out), options=AuditOptions(as_of_ms=now), only=["hanging-transaction", "stuck-lso"])
+    return tool, res.findings
+
+
+def test_find_hanging_reports_the_hanging_partitions(live):
+    tool, _ = live
+    assert {(r["topic"], r["partition"]) for r in tool} == {("transfers", 0), ("accounts", 1)}
+
+
+def test_we_report_everything_find_hanging_reports(live):
+    tool, findings = live
+    ours = {(f["topic"], f["partition"], f["producer_id"], f["producer_epoch"], f["first_offset"]): f
+            for f in findings if f["rule"] == "hanging-transaction"}
+    for r in tool:
+        key = (r["topic"], r["partition"], r["producer_id"], r["producer_epoch"], r["start_offset"])
+        assert key in ours, f"find-hanging reports {r}, we do not"
+        assert ours[key]["evidence"]["classification"] != "in-flight"
+
+
+def test_what_we_add(live):
+    _, findings = live
+    h = {(f["topic"], f["partition"]): f for f in findings if f["rule"] == "hanging-transaction"}
+    assert h[("transfers", 0)]["evidence"]["classification"] == "late-write"
+    assert h[("transfers", 0)]["transactional_id"] == "transfers-txn"
+    assert h[("accounts", 1)]["evidence"]["classification"] == "hanging"
+    assert h[("accounts", 1)]["transactional_id"] == "accounts-txn"
+    lso = {(f["topic"], f["partition"]): f for f in findings if f["rule"] == "stuck-lso"}
+    assert int(lso[("transfers", 0)]["evidence"]["lag_offsets"]) > 0
+    assert int(lso[("accounts", 1)]["evidence"]["lag_offsets"]) > 0
