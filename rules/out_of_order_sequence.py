@@ -7,8 +7,8 @@ new epoch starts at 0 (ProducerAppendInfo). On disk, consecutive data batches of
 one (partition, producer id, epoch) should therefore chain exactly. Findings:
 
 * ``gap`` — sequences missing between two batches (records lost);
-* ``duplicate`` — the same sequence range stored at two offsets: idempotence failed,
-  consumers see the records twice;
+* ``duplicate`` — the same sequence range stored at two offsets within the broker's
+  5-batch deduplication window: idempotence failed, consumers see the records twice;
 * ``regression`` — a batch whose sequence goes backwards;
 * ``new-epoch-nonzero`` — the first batch of a new epoch does not start at 0;
 * ``epoch-regression`` — a batch with an older epoch after a newer one (a zombie).
@@ -64,23 +64,23 @@ def run(ctx):
     chained = pb.withColumn("kind", kind).where("kind IS NOT NULL").withColumn("expected", expected).withColumn(
         "other_offset", F.col("prev_data_offset"))
 
-    # duplicates that are not adjacent: the same range twice anywhere in the session
-    dup = (
-        pb.groupBy(*REPLICA, "producer_id", "producer_epoch", "base_sequence", "last_sequence")
-        .agg(F.sort_array(F.collect_list("base_offset")).alias("offsets"), F.count(F.lit(1)).alias("n"),
-             F.min("max_timestamp").alias("max_timestamp"))
-        .where("n > 1")
-    )
-    dup = dup.select(
-        *REPLICA, "producer_id", "producer_epoch", "base_sequence", "last_sequence", "max_timestamp",
-        F.col("offsets")[1].alias("base_offset"), F.col("offsets")[0].alias("other_offset"),
-        F.lit("duplicate").alias("kind"), F.lit(None).cast("int").alias("expected"),
-        F.lit(None).cast("int").alias("prev_data_last_sequence"), F.lit(None).cast("int").alias("prev_data_epoch"),
+    # duplicates of an earlier batch within the broker's 5-batch window (the adjacent one is above)
+    same = F.filter("recent_batches", lambda r: r.isNotNull() & (r["producer_epoch"] == F.col("producer_epoch"))
+                    & (r["base_sequence"] == F.col("base_sequence")) & (r["last_sequence"] == F.col("last_sequence")))
+    dup = pb.withColumn("_same", same).where(F.size("_same") > 0).select(
+        *REPLICA, "producer_id", "producer_epoch", "base_sequence", "last_sequence", "max_timestamp", "base_offset",
+        F.col("_same")[0]["base_offset"].alias("other_offset"), F.lit("duplicate").alias("kind"),
+        F.lit(None).cast("int").alias("expected"), F.lit(None).cast("int").alias("prev_data_last_sequence"),
+        F.lit(None).cast("int").alias("prev_data_epoch"),
     )
     cols = [*REPLICA, "producer_id", "producer_epoch", "base_sequence", "last_sequence", "max_timestamp", "base_offset",
             "other_offset", "kind", "expected", "prev_data_last_sequence", "prev_data_epoch"]
-    # an adjacent duplicate is found by both paths: keep one
-    f = chained.select(*cols).unionByName(dup.select(*cols)).dropDuplicates([*REPLICA, "producer_id", "base_offset", "kind"])
+    # a duplicate is also seen by the chained check (as a regression): keep the duplicate
+    f = chained.select(*cols).unionByName(dup.select(*cols))
+    from pyspark.sql import Window
+
+    f = f.withColumn("_rank", F.row_number().over(Window.partitionBy(*REPLICA, "producer_id", "base_offset").orderBy(
+        F.when(F.col("kind") == "duplicate", 0).otherwise(1)))).where("_rank = 1").drop("_rank")
     f = f.join(ctx.partitions.select(*REPLICA, "is_compacted"), REPLICA, "left")
     benign = F.col("is_compacted") & F.col("kind").isin("gap")
     sev = F.when(benign, F.lit("info")).when(F.col("kind") == "duplicate", F.lit("critical")).otherwise(F.lit("error"))

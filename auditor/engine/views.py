@@ -144,6 +144,10 @@ class AuditContext:
             .withColumn("prev_data_last_sequence", F.lag("last_sequence").over(w))
             .withColumn("prev_data_offset", F.lag("base_offset").over(w))
         )
+        # the broker keeps the last 5 batches per producer to answer retries (NUM_BATCHES_TO_RETAIN):
+        # a batch equal to one of them is a duplicate it would have acknowledged, not appended
+        key = F.struct("producer_epoch", "base_sequence", "last_sequence", "base_offset")
+        d = d.withColumn("recent_batches", F.array(*[F.lag(key, k).over(w) for k in range(2, 6)]))
         return self._persist(d)
 
     @cached_property
