@@ -65,7 +65,8 @@ class AuditContext:
         p = self.tables_dir / name
         return p.exists() and not self.table(name).limit(1).isEmpty()
 
-    def _persist(self, df):
+    def persist(self, df):
+        """Persist a derived DataFrame for the rest of this audit run (released by :meth:`close`)."""
         from pyspark import StorageLevel
 
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
@@ -87,13 +88,13 @@ class AuditContext:
 
         if self.options.as_of_ms is not None:
             clusters = self.table("batches").select("cluster_id").distinct()
-            return self._persist(clusters.withColumn("as_of_ms", F.lit(self.options.as_of_ms).cast("long")))
+            return self.persist(clusters.withColumn("as_of_ms", F.lit(self.options.as_of_ms).cast("long")))
         b = self.table("batches").where("magic = 2 AND source = 'segment'").groupBy("cluster_id").agg(
             F.max("max_timestamp").alias("t"))
         if self.has_rows("transaction_log"):
             t = self.table("transaction_log").groupBy("cluster_id").agg(F.max("last_update_timestamp_ms").alias("t"))
             b = b.unionByName(t)
-        return self._persist(b.groupBy("cluster_id").agg(F.max("t").cast("long").alias("as_of_ms")))
+        return self.persist(b.groupBy("cluster_id").agg(F.max("t").cast("long").alias("as_of_ms")))
 
     def with_as_of(self, df):
         """``df`` with its cluster's ``as_of_ms`` column."""
@@ -148,7 +149,7 @@ class AuditContext:
         # a batch equal to one of them is a duplicate it would have acknowledged, not appended
         key = F.struct("producer_epoch", "base_sequence", "last_sequence", "base_offset")
         d = d.withColumn("recent_batches", F.array(*[F.lag(key, k).over(w) for k in range(2, 6)]))
-        return self._persist(d)
+        return self.persist(d)
 
     @cached_property
     def transactions(self):
@@ -194,7 +195,7 @@ class AuditContext:
             .withColumn("prev_marker_offset", F.lag("marker_offset").over(g))
             .withColumn("prev_coordinator_epoch", F.last("coordinator_epoch", ignorenulls=True).over(before))
         )
-        return self._persist(t)
+        return self.persist(t)
 
     @cached_property
     def open_transactions(self):
@@ -259,7 +260,7 @@ class AuditContext:
             "is_compacted",
             F.coalesce(F.col("config_compact"), F.lit(False)) | F.col("topic").isin(*INTERNAL_COMPACTED) | (F.col("compacted_batches") > 0),
         )
-        return self._persist(p)
+        return self.persist(p)
 
     @cached_property
     def compacted_topics(self):

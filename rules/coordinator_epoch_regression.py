@@ -1,0 +1,155 @@
+"""coordinator-epoch-regression: a transaction marker written by an older coordinator after a newer one.
+
+**What.** Every COMMIT/ABORT marker carries the epoch of the transaction
+coordinator that wrote it (the leader epoch of the producer's
+``__transaction_state`` partition). The partition leader remembers, per producer
+id, the coordinator epoch of the last marker and rejects a marker with a lower
+one (TRANSACTION_COORDINATOR_FENCED): after a coordinator moves, the old one
+is a zombie and must not decide transactions any more. Walking the markers of a
+replica in offset order, the rule reports (``evidence['scope']``):
+
+* ``producer`` — a marker whose coordinator epoch is lower than that of an
+  earlier marker *of the same producer id*: exactly what the leader should have
+  rejected. ``evidence['cause']`` says ``producer-state-expired`` when the
+  producer was idle on the partition for longer than ``producer.id.expiration.ms``
+  before the marker (its state, and with it the remembered coordinator epoch,
+  was dropped: KAFKA-9144), else ``unexplained``.
+* ``coordinator-partition`` (info) — a marker whose coordinator epoch is lower
+  than an earlier marker of *another* producer whose transactional id lives on the
+  same ``__transaction_state`` partition (known only with the coordinator log in
+  the dump): an old coordinator still sending markers after its successor had
+  written some. The leader accepts it (the check is per producer), so it is
+  only a sign of a coordinator failover race; epochs of different coordinator
+  partitions are never compared.
+
+**How it arises.** KAFKA-9144 (fixed in 2.5, backported to older branches): producer state expired
+using data timestamps only, so after a coordinator timed out a transaction the
+broker forgot the coordinator epoch and later accepted a zombie coordinator's
+marker; log recovery then failed on the regression. Since the fix only the
+leader checks coordinator epochs — replication and log recovery just log a
+warning — so a regression on disk can also come from a replica that took over
+after an unclean leader election, or from a manual ``kafka-transactions.sh
+abort`` given a stale ``--coordinator-epoch``.
+
+**Evidence.** the earlier marker with the highest coordinator epoch (offset,
+epoch, type), the previous marker of the producer, the idle time before the
+marker, ``producer.id.expiration.ms``.
+
+**Severity.** error for ``producer``; info for ``coordinator-partition``.
+
+**Remediation.** Check what the zombie's marker decided against the
+coordinator's record of the transaction (``torn-transaction`` does this when
+``__transaction_state`` is in the dump): a marker of the wrong type needs the
+affected records reconciled downstream. Upgrade brokers without the KAFKA-9144
+fix (before 2.5); if a broker fails log recovery on this partition, upgrading lets
+recovery pass with a warning.
+"""
+
+from __future__ import annotations
+
+from auditor.engine.findings import evidence
+from auditor.engine.rule import Rule
+from auditor.engine.views import REPLICA
+
+
+def run(ctx):
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    # one row per marker (ctx.transactions: each transaction row holds at most one marker)
+    m = ctx.transactions.where("marker_offset IS NOT NULL AND coordinator_epoch IS NOT NULL AND coordinator_epoch >= 0").select(
+        *REPLICA, "producer_id", "marker_offset", "marker_type", "marker_epoch", "coordinator_epoch", "marker_timestamp",
+        "last_data_timestamp",
+    )
+    mark = F.struct(F.col("coordinator_epoch").alias("coordinator_epoch"), F.col("marker_offset").alias("offset"),
+                    F.col("marker_type").alias("type"), F.col("producer_id").alias("producer_id"))
+    w = Window.partitionBy(*REPLICA, "producer_id").orderBy("marker_offset")
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    p = (m.withColumn("top", F.max(mark).over(before))
+         .withColumn("prev_offset", F.lag("marker_offset").over(w))
+         .withColumn("prev_coordinator_epoch", F.lag("coordinator_epoch").over(w))
+         .withColumn("prev_marker_timestamp", F.lag("marker_timestamp").over(w))
+         .where(F.col("coordinator_epoch") < F.col("top.coordinator_epoch")))
+    # idle before this marker: since its own transaction's last data, else since the previous marker
+    idle = F.col("marker_timestamp") - F.greatest("last_data_timestamp", "prev_marker_timestamp")  # greatest skips nulls
+    expired = idle >= F.lit(ctx.options.producer_id_expiration_ms)
+    p = p.select("*", F.lit("producer").alias("scope"), idle.alias("idle_ms"),
+                 F.when(expired, F.lit("producer-state-expired")).otherwise(F.lit("unexplained")).alias("cause"))
+    cols = [*REPLICA, "producer_id", "marker_offset", "marker_type", "marker_epoch", "coordinator_epoch", "marker_timestamp",
+            "top", "prev_offset", "prev_coordinator_epoch", "scope", "idle_ms", "cause", "transactional_id", "coordinator_partition"]
+
+    if ctx.has_rows("transaction_log"):
+        owner = ctx.table("transaction_log").where("record_type = 'transaction' AND producer_id >= 0").groupBy(
+            "cluster_id", "producer_id").agg(F.min("transactional_id").alias("transactional_id"),
+                                             F.min("partition").alias("coordinator_partition"))
+        p = p.join(owner, ["cluster_id", "producer_id"], "left")
+        mo = m.join(owner, ["cluster_id", "producer_id"])
+        wc = Window.partitionBy(*REPLICA, "coordinator_partition").orderBy("marker_offset")
+        c = mo.withColumn("top", F.max(mark).over(wc.rowsBetween(Window.unboundedPreceding, -1))).where(
+            (F.col("coordinator_epoch") < F.col("top.coordinator_epoch")) & (F.col("top.producer_id") != F.col("producer_id")))
+        c = c.select("*", F.lit(None).cast("long").alias("prev_offset"), F.lit(None).cast("int").alias("prev_coordinator_epoch"),
+                     F.lit("coordinator-partition").alias("scope"), F.lit(None).cast("long").alias("idle_ms"),
+                     F.lit(None).cast("string").alias("cause"))
+        # a regression already reported for the producer itself is not repeated partition-wide
+        c = c.join(p.select(*REPLICA, "producer_id", "marker_offset"), [*REPLICA, "producer_id", "marker_offset"], "left_anti")
+        f = p.select(*cols).unionByName(c.select(*cols))
+    else:
+        f = p.withColumn("transactional_id", F.lit(None).cast("string")).withColumn(
+            "coordinator_partition", F.lit(None).cast("int")).select(*cols)
+
+    producer = F.col("scope") == "producer"
+    return f.select(
+        *REPLICA, "producer_id", F.col("marker_epoch").alias("producer_epoch"), "transactional_id",
+        F.col("top.offset").alias("first_offset"), F.col("marker_offset").alias("last_offset"),
+        F.col("marker_timestamp").alias("last_timestamp"),
+        F.col("idle_ms").alias("duration_ms"),
+        F.when(producer, F.lit("error")).otherwise(F.lit("info")).alias("severity"),
+        F.concat(
+            F.col("marker_type"), F.lit(" marker at "), F.col("topic"), F.lit("-"), F.col("partition").cast("string"),
+            F.lit(" offset "), F.col("marker_offset").cast("string"), F.lit(" (producer "), F.col("producer_id").cast("string"),
+            F.lit(", epoch "), F.col("marker_epoch").cast("string"),
+            F.coalesce(F.concat(F.lit(", transactional id "), F.col("transactional_id")), F.lit("")),
+            F.lit(") was written by coordinator epoch "), F.col("coordinator_epoch").cast("string"),
+            F.lit(" after a marker of coordinator epoch "), F.col("top.coordinator_epoch").cast("string"),
+            F.lit(" at offset "), F.col("top.offset").cast("string"),
+            F.when(producer, F.concat(
+                F.lit(" for the same producer: the leader should have fenced it (TRANSACTION_COORDINATOR_FENCED)"),
+                F.when(F.col("cause") == "producer-state-expired", F.concat(
+                    F.lit("; the producer was idle "), (F.col("idle_ms") / 1000).cast("long").cast("string"),
+                    F.lit(" s before it, so its state had expired (KAFKA-9144)"))).otherwise(F.lit(""))))
+            .otherwise(F.concat(F.lit(" from producer "), F.col("top.producer_id").cast("string"),
+                                F.lit(" coordinated by the same __transaction_state-"), F.col("coordinator_partition").cast("string"),
+                                F.lit(": an old coordinator was still sending markers after its successor"))),
+        ).alias("message"),
+        evidence(
+            scope=F.col("scope"),
+            cause=F.col("cause"),
+            coordinator_epoch=F.col("coordinator_epoch"),
+            earlier_coordinator_epoch=F.col("top.coordinator_epoch"),
+            earlier_marker_offset=F.col("top.offset"),
+            earlier_marker_type=F.col("top.type"),
+            earlier_marker_producer_id=F.col("top.producer_id"),
+            previous_marker_offset=F.col("prev_offset"),
+            previous_coordinator_epoch=F.col("prev_coordinator_epoch"),
+            idle_ms=F.col("idle_ms"),
+            producer_id_expiration_ms=F.lit(ctx.options.producer_id_expiration_ms),
+            coordinator_partition=F.col("coordinator_partition"),
+        ).alias("evidence"),
+        F.when(producer, F.lit(
+            "check the zombie marker's decision against the coordinator's record (torn-transaction) and reconcile the "
+            "affected records downstream if it differs; upgrade brokers without the KAFKA-9144 fix (before 2.5)"))
+        .otherwise(F.lit("none needed by itself: a coordinator failover race; check torn-transaction findings for this "
+                         "producer")).alias("remediation"),
+    )
+
+
+RULE = Rule(
+    id="coordinator-epoch-regression",
+    title="Transaction marker from an older coordinator epoch after a newer one",
+    severity="error",
+    run=run,
+    proposals=("KIP-98", "KAFKA-9144"),
+    evidence=("scope", "cause", "coordinator_epoch", "earlier_coordinator_epoch", "earlier_marker_offset", "idle_ms"),
+    remediation="check the marker's decision against the coordinator (torn-transaction); upgrade brokers older than 2.5",
+    needs=("batches",),
+)

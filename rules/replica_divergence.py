@@ -1,0 +1,150 @@
+"""replica-divergence: replicas of one partition (dumps of several brokers) that hold different batches.
+
+**What.** Followers copy the leader's record batches byte for byte, so every
+replica of a partition should hold the same batch at each offset: same producer
+id, epoch and base sequence, same last offset, same control type (COMMIT/ABORT
+marker or data) and the same CRC. When several brokers' log dirs of one
+cluster are ingested together, the rule compares their copies of each partition
+and reports (``evidence['kind']``):
+
+* ``batch-mismatch`` — the replicas hold different batches at the same base
+  offset (the differing fields are listed);
+* ``missing-marker`` — a COMMIT/ABORT marker one replica holds and another
+  replica lacks, although that replica's log covers the offset (between its
+  first batch and its log end);
+* ``missing-batch`` — the same for a data batch.
+
+Findings are grouped per partition and kind (and per lacking broker for the
+missing kinds): first and last divergent offset, how many offsets, and the
+first divergence in detail. On compacted topics each replica's cleaner works on
+its own, so missing batches/markers and CRC or record-count differences of
+batches the cleaner rewrote are not reported there. Brokers without a
+``cluster.id`` are keyed by log dir and never compared.
+
+**How it arises.** An unclean leader election (a replica outside the ISR became
+leader and the others truncated to it — or have not yet), replicas restored from
+different backups, a disk that lost a segment tail, a follower that could not
+truncate (KIP-101/KIP-279 leader-epoch truncation bugs in old versions). A marker
+present on one replica only means ``read_committed`` consumers see different
+results depending on which broker leads: on the replica without it the
+transaction is open and pins the LSO.
+
+**Evidence.** the replicas' brokers, the first divergent offset with the
+differing fields (min/max values across replicas), the brokers holding and
+lacking the batch, the number of divergent offsets, each replica's covered
+offset range.
+
+**Severity.** error.
+
+**Remediation.** Decide which replica is right (the one that was leader in the
+highest leader epoch: ``leader-epoch-checkpoint``), then rebuild the others from it:
+stop the broker, delete the partition directory and let it re-replicate, or
+reassign the partition. Check ``unclean.leader.election.enable``.
+"""
+
+from __future__ import annotations
+
+from auditor.engine.findings import FINDING_COLUMNS, evidence
+from auditor.engine.rule import Rule
+
+PARTITION = ["cluster_id", "topic", "partition"]
+COMPARED = ("producer_id", "producer_epoch", "base_sequence", "last_offset", "control_type", "is_control", "magic")
+
+
+def _empty(ctx):
+    return ctx.spark.createDataFrame([], ", ".join(f"{n} {t}" for n, t in FINDING_COLUMNS))
+
+
+def run(ctx):
+    from pyspark.sql import functions as F
+
+    reps = ctx.partitions.groupBy(*PARTITION).agg(
+        F.count(F.lit(1)).alias("replicas"),
+        F.sort_array(F.collect_list(F.struct("broker_id", "first_batch_offset", "log_end_offset"))).alias("ranges"),
+        F.max(F.col("is_compacted").cast("int")).cast("boolean").alias("is_compacted"),
+    ).where("replicas > 1")
+    if reps.limit(1).count() == 0:  # one replica per partition: nothing to compare (no scan of the batches)
+        return _empty(ctx)
+
+    b = ctx.table("batches").where("source = 'segment'").withColumn("control_type", F.coalesce("control_type", F.lit("")))
+    b = b.join(F.broadcast(reps), PARTITION)
+    aggs = [F.sort_array(F.collect_set("broker_id")).alias("brokers"),
+            F.first("ranges").alias("ranges"), F.first("is_compacted").alias("is_compacted"),
+            F.min("crc").alias("min_crc"), F.max("crc").alias("max_crc"),
+            F.min("record_count").alias("min_record_count"), F.max("record_count").alias("max_record_count"),
+            F.max((F.col("is_control") & F.col("control_type").isin("COMMIT", "ABORT")).cast("int")).alias("is_marker")]
+    for c in COMPARED:
+        aggs += [F.min(c).alias(f"min_{c}"), F.max(c).alias(f"max_{c}")]
+    g = b.groupBy(*PARTITION, "base_offset").agg(*aggs)
+
+    differs = lambda c: F.when(~F.col(f"min_{c}").eqNullSafe(F.col(f"max_{c}")), F.concat(  # noqa: E731
+        F.lit(c + " "), F.col(f"min_{c}").cast("string"), F.lit("/"), F.col(f"max_{c}").cast("string")))
+    same_count = F.col("min_record_count") == F.col("max_record_count")
+    fields = [differs(c) for c in COMPARED]
+    fields.append(F.when(~F.col("is_compacted") | same_count, differs("crc")))
+    fields.append(F.when(~F.col("is_compacted"), differs("record_count")))
+    g = g.withColumn("diff", F.concat_ws(", ", *fields))
+    g = g.withColumn("lacking", F.transform(F.filter(
+        "ranges", lambda r: (r["first_batch_offset"] <= F.col("base_offset")) & (F.col("base_offset") < r["log_end_offset"])
+        & ~F.array_contains(F.col("brokers"), r["broker_id"])), lambda r: r["broker_id"]))
+    g = g.withColumn("lacking", F.when(F.col("is_compacted"), F.array().cast("array<int>")).otherwise(F.col("lacking")))
+    g = g.where((F.col("diff") != "") | (F.size("lacking") > 0))
+
+    detail = F.concat(F.lit("offset "), F.col("base_offset").cast("string"), F.lit(": "))
+    mism = g.where("diff != ''").select(
+        *PARTITION, F.lit(None).cast("int").alias("broker_id"), F.lit("batch-mismatch").alias("kind"), "base_offset",
+        F.concat(detail, F.col("diff"), F.lit(" (min/max across brokers "), F.array_join("brokers", ","), F.lit(")")).alias("detail"),
+        "brokers", "ranges")
+    miss = g.where(F.size("lacking") > 0).select(
+        *PARTITION, F.explode("lacking").alias("broker_id"),
+        F.when(F.col("is_marker") == 1, F.lit("missing-marker")).otherwise(F.lit("missing-batch")).alias("kind"),
+        "base_offset",
+        F.concat(detail, F.when(F.col("is_marker") == 1, F.concat(F.col("max_control_type"), F.lit(" marker")))
+                 .otherwise(F.lit("data batch")), F.lit(" of producer "), F.col("max_producer_id").cast("string"),
+                 F.lit(" epoch "), F.col("max_producer_epoch").cast("string"),
+                 F.lit(" held by broker(s) "), F.array_join("brokers", ",")).alias("detail"),
+        "brokers", "ranges")
+    f = mism.unionByName(miss).groupBy(*PARTITION, "broker_id", "kind").agg(
+        F.min("base_offset").alias("first_offset"), F.max("base_offset").alias("last_offset"),
+        F.count(F.lit(1)).alias("offsets"), F.min(F.struct("base_offset", "detail")).alias("first"),
+        F.first("ranges").alias("ranges"))
+    ranges = F.array_join(F.transform("ranges", lambda r: F.concat(
+        F.lit("broker "), r["broker_id"].cast("string"), F.lit(": "), r["first_batch_offset"].cast("string"), F.lit(".."),
+        (r["log_end_offset"] - 1).cast("string"))), "; ")
+    tp = F.concat(F.col("topic"), F.lit("-"), F.col("partition").cast("string"))
+    return f.select(
+        *PARTITION, "broker_id", "first_offset", "last_offset",
+        F.lit("error").alias("severity"),
+        F.concat(
+            F.lit("replicas of "), tp, F.lit(" disagree: "),
+            F.when(F.col("kind") == "batch-mismatch", F.lit("different batches at the same base offset"))
+            .when(F.col("kind") == "missing-marker", F.concat(F.lit("broker "), F.col("broker_id").cast("string"),
+                                                             F.lit(" lacks transaction markers the other replica(s) hold")))
+            .otherwise(F.concat(F.lit("broker "), F.col("broker_id").cast("string"),
+                                F.lit(" lacks batches the other replica(s) hold"))),
+            F.lit(" at "), F.col("offsets").cast("string"), F.lit(" offset(s) from "), F.col("first_offset").cast("string"),
+            F.lit(" to "), F.col("last_offset").cast("string"), F.lit("; first: "), F.col("first.detail"),
+        ).alias("message"),
+        evidence(
+            kind=F.col("kind"),
+            offsets=F.col("offsets"),
+            first_divergence=F.col("first.detail"),
+            lacking_broker=F.col("broker_id"),
+            replica_ranges=ranges,
+        ).alias("evidence"),
+        F.lit("decide which replica is right (the leader of the highest leader epoch, leader-epoch-checkpoint) and rebuild "
+              "the others from it: stop the broker, remove the partition directory and let it re-replicate, or reassign "
+              "the partition; check unclean.leader.election.enable").alias("remediation"),
+    )
+
+
+RULE = Rule(
+    id="replica-divergence",
+    title="Replicas of one partition that hold different batches or markers",
+    severity="error",
+    run=run,
+    proposals=("KIP-101", "KIP-279"),
+    evidence=("kind", "offsets", "first_divergence", "lacking_broker", "replica_ranges"),
+    remediation="rebuild the wrong replica from the right one (re-replicate or reassign)",
+    needs=("batches",),
+)

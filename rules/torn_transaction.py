@@ -1,0 +1,225 @@
+"""torn-transaction: a completed transaction whose partitions did not all get its marker.
+
+**What.** When a producer ends a transaction the coordinator writes
+``PrepareCommit`` (or ``PrepareAbort``) listing every partition of the
+transaction, writes a COMMIT (ABORT) marker to each of them, and only when all
+markers are acknowledged writes ``CompleteCommit`` (``CompleteAbort``). A
+completed transaction is therefore atomic only if *every* listed partition
+holds a marker of the decided type from that producer. This rule pairs each
+``Complete*`` record with the ``Prepare*`` record just before it (Kafka writes
+``Complete*`` with an empty partition list: the partitions and the epoch the
+markers carry are the ``Prepare*`` record's) and looks, on every replica in the
+dump of every listed partition, for the producer's markers with that epoch
+written in the transaction's time window (below) (``evidence['classification']``):
+
+* ``wrong-marker`` — the partition got the *other* marker type: part of the
+  transaction was committed and part aborted. ``read_committed`` consumers of
+  this partition see data the rest of the transaction discarded, or lose data
+  the rest kept.
+* ``missing-marker`` — no marker of that producer and epoch at all, although
+  the replica's log reaches past the ``Complete*`` record. The transaction's data
+  on this partition stays open (see ``hanging-transaction``) while the
+  coordinator believes it finished.
+
+Markers are matched by producer id, marker epoch (= the ``Prepare*`` record's
+epoch, transaction.version 0/1 and 2 alike) and a time window the protocol
+itself separates: a transaction's markers are written after its ``Prepare*``
+record, hence after its start (``start_timestamp_ms``), and before the
+transactional id's next transaction can start (the coordinator answers
+CONCURRENT_TRANSACTIONS until the markers are done), while the previous
+transaction's markers precede this start and the next one's follow the next
+``Prepare*``. So the window is [this transaction's start, the next
+transaction's start): windows of one id never overlap, and clock skew between
+the coordinator and the partition leader is tolerated up to the transaction's
+duration on one side and the pause before the next transaction on the other.
+With transaction.version 2 every transaction has its own epoch as well. The
+first COMMIT and the first ABORT marker at or after each window start are found
+with one running window over the producer's markers (no pairwise join).
+
+Only partitions that are in the dump are judged; ``missing-marker`` is not
+judged on compacted topics (the cleaner removes markers), on a replica whose
+newest timestamp is older than the ``Complete*`` record (it may just be
+behind), nor where retention has removed the producer's history (log start
+above 0 and no marker of that epoch nor open data on the replica).
+
+**How it arises.** A delayed EndTxn applied to a later transaction of the same
+producer epoch — typically a client that aborts after its commit timed out, or a
+process pause (KAFKA-17754, found by Jepsen in 2024; transaction.version 2 of
+KIP-890 closes it by bumping the epoch on every transaction), an admin abort (``kafka-transactions.sh abort``) of a
+partition the coordinator was about to commit, markers lost with a replica
+truncated after an unclean leader election, or a coordinator that wrote
+``Complete*`` without all acknowledgements.
+
+**Evidence.** transactional id, coordinator decision, ``Prepare*`` and
+``Complete*`` offsets and timestamps, the marker epoch expected, the markers
+found (offset and type), whether the producer has open data on the replica.
+
+**Severity.** critical for ``wrong-marker`` (atomicity broken, consumers already
+disagree), error for ``missing-marker``.
+
+**Remediation.** ``wrong-marker``: the outcome cannot be repaired in Kafka; find
+the affected records (the offsets are in the finding) and reconcile downstream
+systems with the decision the coordinator recorded. To prevent it, enable
+transaction.version 2 (brokers and clients 4.0+) and never abort a transaction
+whose commit timed out (retry the commit or close the producer). ``missing-marker``: if the
+decision was ABORT, abort the open data with ``kafka-transactions.sh abort``; if
+it was COMMIT there is no tool to write a COMMIT marker — the open data will
+be aborted by an admin abort and must be re-produced; compare the partition's
+replicas first (the marker may exist on the leader).
+"""
+
+from __future__ import annotations
+
+from auditor.engine.findings import evidence
+from auditor.engine.rule import Rule
+from auditor.engine.views import REPLICA
+from rules._common import abort_command
+from rules._txnlog import HISTORY_KEY, history
+
+
+def _start(prefix: str = ""):
+    """When a transaction started: its record's start timestamp, else (a transaction.version 2
+    abort straight from Empty/Complete*) the record's own timestamp."""
+    from pyspark.sql import functions as F
+
+    st, up = F.col(prefix + "start_timestamp_ms"), F.col(prefix + "last_update_timestamp_ms")
+    return F.when(st >= 0, st).otherwise(up)
+
+
+def run(ctx):
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    h = history(ctx)
+    # Prepare*/Complete* records in order; for a Complete*, the next Prepare* (one or two rows on: a retried
+    # append can repeat the Complete*) starts the id's next transaction. Same ordering as the history: no sort.
+    f = h.where(F.col("state").isin("PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"))
+    wf = Window.partitionBy(*HISTORY_KEY).orderBy("offset", "broker_id")
+    is_prep = lambda c: c.isin("PrepareCommit", "PrepareAbort")  # noqa: E731
+    f = f.withColumn("next_start_ts", F.when(is_prep(F.lead("state", 1).over(wf)), F.lead(_start(), 1).over(wf)).when(
+        is_prep(F.lead("state", 2).over(wf)), F.lead(_start(), 2).over(wf)))
+    pairs = f.where(
+        ((F.col("state") == "CompleteCommit") & (F.col("prev_state_label") == "PrepareCommit"))
+        | ((F.col("state") == "CompleteAbort") & (F.col("prev_state_label") == "PrepareAbort"))
+    ).select(
+        *HISTORY_KEY,
+        F.col("prev_producer_id").alias("producer_id"),
+        F.col("prev_producer_epoch").cast("int").alias("epoch"),
+        F.when(F.col("state") == "CompleteCommit", F.lit("COMMIT")).otherwise(F.lit("ABORT")).alias("decision"),
+        F.col("prev_offset").alias("prepare_offset"), F.col("offset").alias("complete_offset"),
+        F.col("prev_last_update_timestamp_ms").alias("prepare_ts"), F.col("last_update_timestamp_ms").alias("complete_ts"),
+        _start("prev_").alias("start_ts"), "next_start_ts",
+        F.col("topic").alias("coordinator_topic"), F.col("partition").alias("coordinator_partition"),
+        F.explode("prev_topic_partitions").alias("tp"),
+    ).select("*", F.col("tp.topic").alias("topic"), F.col("tp.partition").alias("partition")).drop("tp")
+
+    # every replica of the listed partitions that the dump holds: one probe each
+    reps = ctx.partitions.select(*REPLICA, "log_start_offset", "max_timestamp", "is_compacted")
+    probes = pairs.join(reps, ["cluster_id", "topic", "partition"]).withColumn("ts", F.col("start_ts")).withColumn(
+        "is_event", F.lit(1))
+
+    # the markers of those producers on those partitions, one row per marker
+    wanted = pairs.select("cluster_id", "topic", "partition", "producer_id").distinct()
+    markers = ctx.transactions.where("marker_offset IS NOT NULL").join(
+        wanted, ["cluster_id", "topic", "partition", "producer_id"], "left_semi").select(
+        *REPLICA, "producer_id", F.col("marker_epoch").cast("int").alias("epoch"),
+        F.col("marker_timestamp").alias("ts"), "marker_type", "marker_offset", "coordinator_epoch",
+        F.col("first_offset").alias("txn_first_offset"), F.lit(0).alias("is_event"))
+
+    # for each probe, the first COMMIT and the first ABORT marker of (producer, epoch) at or after the window
+    # start: walk newest first, so "the next one" is a running last() (linear, no quadratic frame)
+    u = probes.unionByName(markers, allowMissingColumns=True)
+    w = Window.partitionBy(*REPLICA, "producer_id", "epoch").orderBy(F.col("ts").desc(), F.col("is_event").asc())
+    upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    info = lambda t: F.when((F.col("is_event") == 0) & (F.col("marker_type") == t), F.struct(  # noqa: E731
+        F.col("ts").alias("ts"), F.col("marker_offset").alias("offset"), F.col("marker_type").alias("type"),
+        F.col("coordinator_epoch").alias("coordinator_epoch"), F.col("txn_first_offset").alias("first_offset")))
+    u = (u.withColumn("next_commit", F.last(info("COMMIT"), ignorenulls=True).over(upto))
+         .withColumn("next_abort", F.last(info("ABORT"), ignorenulls=True).over(upto))
+         .withColumn("session_markers", F.sum(1 - F.col("is_event")).over(
+             w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))))
+    g = u.where("is_event = 1")
+    inside = lambda m: m.isNotNull() & (F.col("next_start_ts").isNull() | (m["ts"] < F.col("next_start_ts")))  # noqa: E731
+    is_commit = F.col("decision") == "COMMIT"
+    right = F.when(is_commit, F.col("next_commit")).otherwise(F.col("next_abort"))
+    wrong = F.when(is_commit, F.col("next_abort")).otherwise(F.col("next_commit"))
+    g = g.withColumn("right_in", inside(right)).withColumn("wm", F.when(inside(wrong), wrong))
+
+    opened = ctx.open_transactions.select(*REPLICA, "producer_id", F.col("first_offset").alias("open_first_offset"),
+                                          F.col("data_epoch_min").alias("open_epoch"), "prev_coordinator_epoch")
+    g = g.join(opened, [*REPLICA, "producer_id"], "left").withColumn(
+        "open_first_offset", F.when(F.col("open_epoch") <= F.col("epoch"), F.col("open_first_offset"))).withColumn(
+        "open_epoch", F.when(F.col("open_first_offset").isNotNull(), F.col("open_epoch")))
+    traced = (F.col("log_start_offset") == 0) | (F.col("session_markers") > 0) | F.col("open_first_offset").isNotNull()
+    cls = (
+        F.when(F.col("right_in"), F.lit(None))
+        .when(F.col("wm").isNotNull(), F.lit("wrong-marker"))
+        .when(F.col("is_compacted"), F.lit(None))
+        .when(F.col("max_timestamp") < F.col("complete_ts"), F.lit(None))  # the replica's log stops before the decision
+        .when(~traced, F.lit(None))  # retention removed the producer's history here
+        .otherwise(F.lit("missing-marker"))
+    )
+    g = g.withColumn("classification", cls).where("classification IS NOT NULL")
+    wrong_c = F.col("classification") == "wrong-marker"
+    tp = F.concat(F.col("topic"), F.lit("-"), F.col("partition").cast("string"))
+    return g.select(
+        *REPLICA, "producer_id", F.col("epoch").alias("producer_epoch"), "transactional_id",
+        F.when(wrong_c, F.coalesce(F.col("wm.first_offset"), F.col("wm.offset"))).otherwise(
+            F.col("open_first_offset")).alias("first_offset"),
+        F.when(wrong_c, F.col("wm.offset")).alias("last_offset"),
+        F.col("prepare_ts").alias("first_timestamp"), F.col("complete_ts").alias("last_timestamp"),
+        (F.col("complete_ts") - F.col("prepare_ts")).alias("duration_ms"),
+        F.when(wrong_c, F.lit("critical")).otherwise(F.lit("error")).alias("severity"),
+        F.concat(
+            F.lit("torn transaction of transactional id "), F.col("transactional_id"), F.lit(" (producer "),
+            F.col("producer_id").cast("string"), F.lit(", marker epoch "), F.col("epoch").cast("string"),
+            F.lit("): the coordinator recorded "), F.col("decision"), F.lit(" ("), F.col("coordinator_topic"), F.lit("-"),
+            F.col("coordinator_partition").cast("string"), F.lit(" offsets "), F.col("prepare_offset").cast("string"),
+            F.lit("/"), F.col("complete_offset").cast("string"), F.lit(") but "), tp,
+            F.lit(" on broker "), F.col("broker_id").cast("string"),
+            F.when(wrong_c, F.concat(F.lit(" has an "), F.col("wm.type"), F.lit(" marker at offset "),
+                                     F.col("wm.offset").cast("string"), F.lit(" (KAFKA-17754)")))
+            .otherwise(F.concat(F.lit(" has no marker of that producer and epoch"),
+                                F.when(F.col("open_first_offset").isNotNull(), F.concat(
+                                    F.lit("; its data from offset "), F.col("open_first_offset").cast("string"),
+                                    F.lit(" is still open"))).otherwise(F.lit("")))),
+        ).alias("message"),
+        evidence(
+            classification=F.col("classification"),
+            decision=F.col("decision"),
+            prepare_offset=F.col("prepare_offset"),
+            complete_offset=F.col("complete_offset"),
+            marker_epoch_expected=F.col("epoch"),
+            marker_offset=F.col("wm.offset"),
+            marker_type=F.col("wm.type"),
+            marker_timestamp=F.col("wm.ts"),
+            marker_coordinator_epoch=F.col("wm.coordinator_epoch"),
+            open_data_first_offset=F.col("open_first_offset"),
+            window_start_ms=F.col("start_ts"),
+            window_end_ms=F.col("next_start_ts"),
+            coordinator_partition=F.col("coordinator_partition"),
+        ).alias("evidence"),
+        F.when(wrong_c, F.lit("cannot be repaired in Kafka: reconcile downstream consumers of these offsets with the "
+                              "coordinator's decision; prevent it with transaction.version 2 and clients that never abort "
+                              "after a commit timed out"))
+        .when((F.col("decision") == "ABORT") & F.col("open_first_offset").isNotNull(), abort_command(
+            F.col("topic"), F.col("partition"), F.col("open_first_offset"), F.col("producer_id"), F.col("open_epoch"),
+            F.col("prev_coordinator_epoch")))
+        .when(F.col("decision") == "ABORT", F.lit("compare the partition's replicas: the marker may exist on the leader"))
+        .otherwise(F.lit("compare the partition's replicas first; a COMMIT marker cannot be written by hand: abort the open "
+                         "data (kafka-transactions.sh abort) and re-produce it")).alias("remediation"),
+    )
+
+
+RULE = Rule(
+    id="torn-transaction",
+    title="Completed transaction whose partitions got a different marker type, or none",
+    severity="critical",
+    run=run,
+    proposals=("KIP-98", "KIP-890", "KAFKA-17754"),
+    evidence=("classification", "decision", "prepare_offset", "complete_offset", "marker_epoch_expected", "marker_offset",
+              "marker_type"),
+    remediation=("wrong-marker: reconcile downstream with the coordinator's decision; missing-marker: abort the open data "
+                 "(ABORT decisions) or abort and re-produce (COMMIT), after comparing replicas"),
+    needs=("batches", "transaction_log"),
+)

@@ -1,0 +1,205 @@
+"""transaction-state-violation: coordinator records that break the transaction state machine, or never finish.
+
+**What.** The transaction coordinator writes one ``__transaction_state`` record
+per state change of a transactional id, and only along the edges of its state
+machine (``TransactionState``): ``Empty → Ongoing → PrepareCommit →
+CompleteCommit`` or ``… → PrepareAbort → CompleteAbort``, then ``Empty`` or
+``Ongoing`` again; with transaction.version 2 also ``PrepareAbort`` straight
+from ``Empty``/``Complete*``. Replaying an id's records in offset order, the
+rule reports (``evidence['kind']``):
+
+* ``invalid-transition`` — two consecutive records whose states are not an
+  edge of the machine (e.g. ``PrepareCommit → CompleteAbort``, ``Ongoing →
+  CompleteCommit``). A record repeated verbatim (same state, producer id and
+  epoch: a log append retried after a timeout) is not reported. A tombstone
+  counts as ``Dead`` (expiry), after which only a fresh ``Empty`` may follow.
+* ``epoch-regression`` — the producer epoch goes down while the producer id stays
+  the same. The coordinator only ever bumps epochs (a new producer id restarts
+  at 0, which is not a regression).
+* ``in-memory-state`` — ``Dead`` or ``PrepareEpochFence`` written as a state:
+  both are in-memory states Kafka never persists.
+* ``prepare-never-completed`` — the id's last record is ``PrepareCommit`` or
+  ``PrepareAbort`` and is older than ``transaction.max.timeout.ms`` at the audit's
+  reference time: the coordinator decided the outcome but never finished
+  writing the markers, so the transaction is stuck and its partitions' LSO with it.
+* ``ongoing-timed-out`` — the id's last record is ``Ongoing`` and the transaction
+  is older than its own ``transaction.timeout.ms`` (plus the 10 s abort scan,
+  ``transaction.abort.timed.out.transaction.cleanup.interval.ms``): the
+  coordinator should have aborted it by now.
+
+``__transaction_state`` is compacted, but the cleaner only drops records older
+than a later record of the same id, so the records kept are a suffix of the
+id's history and consecutive rows really are consecutive changes. Replicas of
+the same partition (several brokers' dumps) are read once per offset.
+
+**How it arises.** Two brokers acting as coordinator for the same
+``__transaction_state`` partition (a zombie coordinator after a leader change,
+cf. KAFKA-9144 on the marker side), a restored or hand-edited log, or broker
+bugs. Transactions stuck in ``Prepare*``: the coordinator lost track of pending
+markers (KAFKA-16352), markers it cannot write (a partition without a leader,
+or markers the partition leader rejects — KAFKA-19999, the transaction.version 2
+marker epoch check), or a coordinator that stopped scheduling retries.
+
+**Evidence.** previous and current state, producer id and epoch of both
+records, their offsets and timestamps, the allowed predecessors of the state,
+the partitions still waiting for markers (``Prepare*``) or in the transaction
+(``Ongoing``), the transaction timeout and the age at the reference time.
+
+**Severity.** error for invalid transitions, epoch regressions and stuck
+``Prepare*``; warning for an ``Ongoing`` past its timeout and for in-memory
+states on disk.
+
+**Remediation.** Stuck ``Prepare*``: make sure every listed partition has a
+leader, then move leadership of the ``__transaction_state`` partition (restart
+or preferred-leader election of the coordinator) so the new coordinator reloads
+the state and resends the markers; upgrade brokers affected by KAFKA-16352. Do
+not abort a ``PrepareCommit`` transaction by hand: that tears it. Timed-out
+``Ongoing``: check the coordinator for failed writes to ``__transaction_state``
+(``min.insync.replicas``) and describe the id (``kafka-transactions.sh describe
+--transactional-id``). Invalid transitions and epoch regressions: check the
+leader history of the ``__transaction_state`` partition around the offsets for
+two coordinators, compare its replicas, and re-initialise the producer
+(``initTransactions``) so the coordinator writes a fresh state.
+"""
+
+from __future__ import annotations
+
+from auditor.engine.findings import evidence
+from auditor.engine.rule import Rule
+from auditor.formats.txnlog import VALID_PREVIOUS_STATES
+from rules._common import ms_text
+from rules._txnlog import history
+
+ABORT_SCAN_INTERVAL_MS = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms default
+IN_MEMORY_STATES = ("Dead", "PrepareEpochFence")
+
+
+def allowed_pairs() -> list[tuple[str, str]]:
+    """Kafka's edges (previous state, state), plus Dead → Empty: an id that expired
+    (tombstone) and is initialised again starts from fresh metadata."""
+    pairs = {(p, s) for s, prevs in VALID_PREVIOUS_STATES.items() for p in prevs}
+    pairs.add(("Dead", "Empty"))
+    return sorted(pairs)
+
+
+def run(ctx):
+    from pyspark.sql import functions as F
+
+    h = history(ctx)
+    allowed = ctx.spark.createDataFrame(allowed_pairs(), "prev_state_label string, state_label string").withColumn(
+        "allowed", F.lit(True))
+    h = ctx.with_as_of(h.join(F.broadcast(allowed), ["prev_state_label", "state_label"], "left"))
+    as_of = F.col("as_of_ms")
+    max_timeout = ctx.options.transaction_max_timeout_ms
+    repeat = (
+        (F.col("state_label") == F.col("prev_state_label"))
+        & F.col("producer_id").eqNullSafe(F.col("prev_producer_id"))
+        & F.col("producer_epoch").eqNullSafe(F.col("prev_producer_epoch"))
+    )
+    prepare_age = as_of - F.col("last_update_timestamp_ms")
+    started = F.when(F.col("start_timestamp_ms") >= 0, F.col("start_timestamp_ms")).otherwise(F.col("last_update_timestamp_ms"))
+    ongoing_age = as_of - started
+    txn_timeout = F.least(F.coalesce(F.col("transaction_timeout_ms").cast("long"), F.lit(max_timeout)), F.lit(max_timeout))
+    kind = (
+        F.when(F.col("state").isin(*IN_MEMORY_STATES), F.lit("in-memory-state"))
+        .when(F.col("prev_state_label").isNotNull() & F.col("allowed").isNull() & ~repeat, F.lit("invalid-transition"))
+        .when((F.col("producer_id") == F.col("prev_producer_id")) & (F.col("producer_epoch") < F.col("prev_producer_epoch")),
+              F.lit("epoch-regression"))
+        .when(F.col("is_last") & F.col("state").isin("PrepareCommit", "PrepareAbort") & (prepare_age > F.lit(max_timeout)),
+              F.lit("prepare-never-completed"))
+        .when(F.col("is_last") & (F.col("state") == "Ongoing") & (ongoing_age > txn_timeout + F.lit(ABORT_SCAN_INTERVAL_MS)),
+              F.lit("ongoing-timed-out"))
+    )
+    f = h.withColumn("kind", kind).where("kind IS NOT NULL")
+
+    before = F.create_map(*[x for s, prevs in sorted(VALID_PREVIOUS_STATES.items())
+                            for x in (F.lit(s), F.lit(", ".join(sorted(prevs))))])
+    parts = F.array_join(F.transform(F.coalesce(F.col("topic_partitions"), F.array()),
+                                     lambda tp: F.concat(tp["topic"], F.lit("-"), tp["partition"].cast("string"))), ",")
+    who = F.concat(F.lit("transactional id "), F.col("transactional_id"), F.lit(" (producer "),
+                   F.coalesce(F.col("producer_id").cast("string"), F.lit("?")), F.lit(", epoch "),
+                   F.coalesce(F.col("producer_epoch").cast("string"), F.lit("?")), F.lit(")"))
+    where = F.concat(F.lit(" at "), F.col("topic"), F.lit("-"), F.col("partition").cast("string"),
+                     F.lit(" offset "), F.col("offset").cast("string"))
+    age = F.when(F.col("kind") == "ongoing-timed-out", ongoing_age).when(F.col("kind") == "prepare-never-completed", prepare_age)
+    message = (
+        F.when(F.col("kind") == "invalid-transition", F.concat(
+            F.lit("invalid coordinator transition "), F.col("prev_state_label"), F.lit(" -> "), F.col("state_label"),
+            F.lit(" for "), who, where, F.lit(" (previous record at offset "), F.col("prev_offset").cast("string"),
+            F.lit(", producer "), F.coalesce(F.col("prev_producer_id").cast("string"), F.lit("?")), F.lit(" epoch "),
+            F.coalesce(F.col("prev_producer_epoch").cast("string"), F.lit("?")), F.lit("); "), F.col("state_label"),
+            F.lit(" may only follow: "), F.coalesce(before[F.col("state_label")], F.lit("(fresh metadata only)"))))
+        .when(F.col("kind") == "epoch-regression", F.concat(
+            F.lit("producer epoch went back from "), F.col("prev_producer_epoch").cast("string"), F.lit(" (offset "),
+            F.col("prev_offset").cast("string"), F.lit(") to "), F.col("producer_epoch").cast("string"),
+            F.lit(" for "), who, where, F.lit(" with the same producer id")))
+        .when(F.col("kind") == "in-memory-state", F.concat(
+            F.lit("in-memory state "), F.col("state"), F.lit(" persisted for "), who, where,
+            F.lit("; Kafka never writes it to __transaction_state")))
+        .when(F.col("kind") == "prepare-never-completed", F.concat(
+            F.col("state"), F.lit(" never completed for "), who, where, F.lit(": the coordinator decided "),
+            F.when(F.col("state") == "PrepareCommit", F.lit("to commit")).otherwise(F.lit("to abort")),
+            F.lit(" "), ms_text(prepare_age), F.lit(" ago (longer than transaction.max.timeout.ms) and never wrote the "
+                                                      "Complete record; partitions waiting for markers: "),
+            F.when(parts == "", F.lit("none listed")).otherwise(parts)))
+        .otherwise(F.concat(
+            F.lit("transaction of "), who, where, F.lit(" is still Ongoing after "), ms_text(ongoing_age),
+            F.lit(", past its timeout of "), ms_text(txn_timeout),
+            F.lit(": the coordinator should have aborted it; partitions: "), F.when(parts == "", F.lit("none")).otherwise(parts)))
+    )
+    sev = F.when(F.col("kind").isin("ongoing-timed-out", "in-memory-state"), F.lit("warning")).otherwise(F.lit("error"))
+    remediation = (
+        F.when(F.col("kind") == "prepare-never-completed", F.concat(
+            F.lit("check that every listed partition has a leader; then move leadership of "), F.col("topic"), F.lit("-"),
+            F.col("partition").cast("string"),
+            F.lit(" (preferred-leader election or restart of the coordinator broker) so the new coordinator reloads the "
+                  "state and resends the markers; upgrade brokers affected by KAFKA-16352; never abort a PrepareCommit "
+                  "transaction by hand (that tears it)")))
+        .when(F.col("kind") == "ongoing-timed-out", F.concat(
+            F.lit("kafka-transactions.sh --bootstrap-server <broker:port> describe --transactional-id "), F.col("transactional_id"),
+            F.lit("; check the coordinator for failed writes to __transaction_state (min.insync.replicas, leadership); "
+                  "re-initialising the producer (initTransactions) fences and aborts the transaction")))
+        .otherwise(F.lit("check the leader history (leader-epoch-checkpoint) of the __transaction_state partition around these "
+                         "offsets for two coordinators, compare its replicas, and re-initialise the producer "
+                         "(initTransactions) so the coordinator writes a fresh state"))
+    )
+    return f.select(
+        "cluster_id", "broker_id", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
+        F.coalesce(F.col("prev_offset"), F.col("offset")).alias("first_offset"),
+        F.col("offset").alias("last_offset"),
+        F.when(F.col("kind").isin("invalid-transition", "epoch-regression"), F.col("prev_last_update_timestamp_ms"))
+        .when(F.col("kind") == "ongoing-timed-out", started)
+        .otherwise(F.col("last_update_timestamp_ms")).alias("first_timestamp"),
+        F.col("last_update_timestamp_ms").alias("last_timestamp"),
+        age.alias("duration_ms"),
+        sev.alias("severity"),
+        message.alias("message"),
+        evidence(
+            kind=F.col("kind"),
+            state=F.col("state_label"),
+            previous_state=F.col("prev_state_label"),
+            previous_offset=F.col("prev_offset"),
+            previous_producer_id=F.col("prev_producer_id"),
+            previous_producer_epoch=F.col("prev_producer_epoch"),
+            allowed_previous_states=before[F.col("state_label")],
+            partitions=parts,
+            transaction_timeout_ms=F.col("transaction_timeout_ms"),
+            start_timestamp_ms=F.col("start_timestamp_ms"),
+            age_ms=age,
+            as_of_ms=as_of,
+        ).alias("evidence"),
+        remediation.alias("remediation"),
+    )
+
+
+RULE = Rule(
+    id="transaction-state-violation",
+    title="Coordinator state changes that break the transaction state machine, or never complete",
+    severity="error",
+    run=run,
+    proposals=("KIP-98", "KIP-890", "KAFKA-16352", "KAFKA-19999"),
+    evidence=("kind", "state", "previous_state", "previous_offset", "allowed_previous_states", "partitions", "age_ms"),
+    remediation=("stuck Prepare*: give every listed partition a leader and move the coordinator's leadership so it resends "
+                 "markers; timed-out Ongoing: check the coordinator's writes; invalid transitions: look for two coordinators"),
+    needs=("transaction_log",),
+)

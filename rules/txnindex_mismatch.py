@@ -1,0 +1,162 @@
+"""txnindex-mismatch: ``.txnindex`` entries that disagree with the ABORT markers in the log.
+
+**What.** When a partition leader (or a follower, or log recovery) appends an
+ABORT marker that closes a transaction with data on the partition, it adds an
+entry (producer id, first offset of the transaction's data, marker offset, LSO)
+to the ``.txnindex`` of the active segment. ``read_committed`` consumers get
+these entries with every fetch and drop the aborted records by producer id and
+offset range: the index, not the marker, decides what they skip. The rule
+matches entries with markers per replica on (producer id, marker offset) and
+reports (``evidence['kind']``):
+
+* ``missing-entry`` — an ABORT marker that closed a transaction with data but
+  has no entry: ``read_committed`` consumers **see the aborted records**.
+* ``first-offset-mismatch`` — the entry's first offset is not the first data
+  offset of the aborted transaction. Above it (error): the records in between
+  are exposed to ``read_committed`` consumers; below it (warning): harmless for
+  consumers but the index is wrong.
+* ``no-marker`` — an entry with no ABORT marker of that producer at its last
+  offset (``not-an-abort`` when a COMMIT marker sits there: consumers drop
+  *committed* records).
+* ``entry-without-data`` — an entry for an abort that closed no data (the broker
+  writes none for those).
+* ``out-of-order`` — an entry whose last offset is not above the previous entry's
+  in the same file (the broker never appends such an entry).
+
+A replica is judged for ``missing-entry`` only if the dump holds transaction
+indexes for it (``txn-index`` files in the inventory, or entries in
+``aborted_txns``): an index file is only created when a segment gets its first
+entry, and a dump may leave the indexes out. Entries whose first offset lies
+below the log start offset are not compared with the (partly deleted) data. On
+compacted topics the cleaner copies entries into the cleaned segment's index
+even when it removes the aborted data or the marker, so ``no-marker``,
+``first-offset-mismatch`` and ``entry-without-data`` are info there.
+
+**How it arises.** A crash between appending the marker and writing the index
+(the broker rebuilds indexes only for segments it recovers: after a clean
+shutdown flag that lied, the index stays incomplete), a ``.txnindex`` deleted or
+copied from another replica, disk corruption, or a broker bug in building the
+entry (the transaction's first offset comes from producer state, so wrong
+producer state — see ``snapshot-log-mismatch`` — yields wrong entries).
+
+**Evidence.** entry (file segment, index, first/last offset, LSO), marker
+(offset, type), first data offset of the transaction, the number of data
+batches it had.
+
+**Severity.** error for missing entries, exposed ranges, entries on a COMMIT
+marker and out-of-order entries; warning otherwise; info on compacted topics as
+described above.
+
+**Remediation.** Stop the broker, delete the partition's ``.txnindex`` files
+together with its ``.index``/``.timeindex`` files and the clean-shutdown file so
+the broker recovers the segments and rebuilds the indexes, or let the replica
+re-replicate from a healthy leader. Consumers that read the affected range with
+``read_committed`` may have processed aborted records: reprocess or reconcile them.
+"""
+
+from __future__ import annotations
+
+from auditor.engine.findings import conform, evidence
+from auditor.engine.rule import Rule
+from auditor.engine.views import REPLICA
+
+
+def run(ctx):
+    from pyspark.sql import functions as F
+
+    a = ctx.table("aborted_txns").where("producer_id IS NOT NULL").select(
+        *REPLICA, "producer_id", F.col("first_offset").alias("entry_first_offset"), F.col("last_offset").alias("offset"),
+        F.col("last_stable_offset").alias("entry_lso"), "in_order", "segment_base_offset", "entry_index")
+    judged = a.select(*REPLICA)
+    files = ctx.tables_dir / "files"
+    if files.exists():
+        judged = judged.unionByName(ctx.table("files").where("kind = 'txn-index'").select(*REPLICA))
+    judged = judged.where("topic IS NOT NULL").distinct()
+    t = ctx.transactions.where("marker_offset IS NOT NULL").join(F.broadcast(judged), REPLICA).select(
+        *REPLICA, "producer_id", F.col("marker_offset").alias("offset"), "marker_type", "state", "data_batches",
+        F.col("first_offset").alias("data_first_offset"), "last_data_offset", "marker_timestamp", "marker_epoch")
+    j = a.join(t, [*REPLICA, "producer_id", "offset"], "full_outer")
+    j = j.join(ctx.partitions.select(*REPLICA, "log_start_offset", "is_compacted"), REPLICA, "left")
+    has_entry = F.col("entry_index").isNotNull()
+    has_marker = F.col("marker_type").isNotNull()
+    deleted = F.col("entry_first_offset") < F.coalesce(F.col("log_start_offset"), F.lit(0))
+    kind = (
+        F.when(~has_entry & (F.col("state") == "abort"), F.lit("missing-entry"))
+        .when(has_entry & ~has_marker, F.lit("no-marker"))
+        .when(has_entry & (F.col("marker_type") != "ABORT"), F.lit("not-an-abort"))
+        .when(has_entry & (F.col("state") == "marker-only") & ~deleted, F.lit("entry-without-data"))
+        .when(has_entry & (F.col("state") == "abort") & ~deleted
+              & (F.col("entry_first_offset") != F.col("data_first_offset")), F.lit("first-offset-mismatch"))
+    )
+    f = j.withColumn("kind", kind).where("kind IS NOT NULL")
+    exposed = (F.col("kind") == "first-offset-mismatch") & (F.col("entry_first_offset") > F.col("data_first_offset"))
+    lenient = F.coalesce(F.col("is_compacted"), F.lit(False)) & F.col("kind").isin(
+        "no-marker", "first-offset-mismatch", "entry-without-data")
+    sev = (F.when(lenient, F.lit("info"))
+           .when(F.col("kind").isin("missing-entry", "not-an-abort") | exposed, F.lit("error"))
+           .otherwise(F.lit("warning")))
+    tp = F.concat(F.col("topic"), F.lit("-"), F.col("partition").cast("string"))
+    where = F.concat(tp, F.lit(" (broker "), F.col("broker_id").cast("string"), F.lit(")"))
+    entry = F.concat(F.lit("txnindex entry of segment "), F.col("segment_base_offset").cast("string"), F.lit(" for producer "),
+                     F.col("producer_id").cast("string"), F.lit(" ["), F.col("entry_first_offset").cast("string"), F.lit(", "),
+                     F.col("offset").cast("string"), F.lit("]"))
+    msg = (
+        F.when(F.col("kind") == "missing-entry", F.concat(
+            F.lit("ABORT marker at "), where, F.lit(" offset "), F.col("offset").cast("string"), F.lit(" closed producer "),
+            F.col("producer_id").cast("string"), F.lit("'s transaction with data from offset "),
+            F.col("data_first_offset").cast("string"), F.lit(" but no .txnindex entry records it: read_committed consumers "
+                                                               "see the aborted records")))
+        .when(F.col("kind") == "no-marker", F.concat(entry, F.lit(" on "), where, F.lit(": no ABORT marker of that producer "
+                                                                                         "at offset "), F.col("offset").cast("string")))
+        .when(F.col("kind") == "not-an-abort", F.concat(entry, F.lit(" on "), where, F.lit(" points at a "),
+                                                        F.col("marker_type"), F.lit(" marker: read_committed consumers drop "
+                                                                                    "committed records")))
+        .when(F.col("kind") == "entry-without-data", F.concat(entry, F.lit(" on "), where,
+                                                              F.lit(": the ABORT marker there closed no data (the broker "
+                                                                    "writes no entry for such aborts)")))
+        .otherwise(F.concat(entry, F.lit(" on "), where, F.lit(": the aborted transaction's data starts at offset "),
+                            F.col("data_first_offset").cast("string"),
+                            F.when(exposed, F.concat(F.lit("; read_committed consumers see its records "),
+                                                     F.col("data_first_offset").cast("string"), F.lit(".."),
+                                                     (F.col("entry_first_offset") - 1).cast("string")))
+                            .otherwise(F.lit(""))))
+    )
+    main = f.select(
+        *REPLICA, "producer_id", F.col("marker_epoch").alias("producer_epoch"),
+        F.coalesce(F.least("data_first_offset", "entry_first_offset"), F.col("offset")).alias("first_offset"),
+        F.col("offset").alias("last_offset"), F.col("marker_timestamp").alias("last_timestamp"),
+        sev.alias("severity"), msg.alias("message"),
+        evidence(kind=F.col("kind"), entry_first_offset=F.col("entry_first_offset"), entry_last_offset=F.when(has_entry, F.col("offset")),
+                 entry_last_stable_offset=F.col("entry_lso"), segment_base_offset=F.col("segment_base_offset"),
+                 entry_index=F.col("entry_index"), marker_type=F.col("marker_type"),
+                 data_first_offset=F.col("data_first_offset"), data_batches=F.col("data_batches"),
+                 compacted=F.col("is_compacted")).alias("evidence"),
+    )
+    order = a.where("in_order = false").select(
+        *REPLICA, "producer_id", F.col("entry_first_offset").alias("first_offset"), F.col("offset").alias("last_offset"),
+        F.lit("error").alias("severity"),
+        F.concat(F.lit("txnindex entry "), F.col("entry_index").cast("string"), F.lit(" of segment "),
+                 F.col("segment_base_offset").cast("string"), F.lit(" on "), tp, F.lit(" (broker "),
+                 F.col("broker_id").cast("string"), F.lit(") has last offset "), F.col("offset").cast("string"),
+                 F.lit(", not above the previous entry's: the index file is damaged")).alias("message"),
+        evidence(kind=F.lit("out-of-order"), entry_index=F.col("entry_index"), segment_base_offset=F.col("segment_base_offset"),
+                 entry_first_offset=F.col("entry_first_offset"), entry_last_offset=F.col("offset")).alias("evidence"),
+    )
+    remediation = F.lit(
+        "stop the broker and delete the partition's .txnindex/.index/.timeindex files and the clean-shutdown file so it "
+        "rebuilds them on recovery, or re-replicate the replica; reprocess or reconcile what read_committed consumers "
+        "read from the affected range")
+    return conform(main.withColumn("remediation", remediation), RULE.id).unionByName(
+        conform(order.withColumn("remediation", remediation), RULE.id))
+
+
+RULE = Rule(
+    id="txnindex-mismatch",
+    title="Transaction index (.txnindex) entries that disagree with the ABORT markers",
+    severity="error",
+    run=run,
+    proposals=("KIP-98", "KAFKA-5121"),
+    evidence=("kind", "entry_first_offset", "entry_last_offset", "segment_base_offset", "marker_type", "data_first_offset"),
+    remediation="delete the partition's indexes so the broker rebuilds them (or re-replicate); reconcile read_committed reads",
+    needs=("batches",),
+)
