@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from auditor.errors import DecodeError
 from auditor.formats.binary import Reader
-from auditor.formats.message import UNKNOWN_TAGS, Field, Schema, decode
+from auditor.formats.message import UNKNOWN_TAGS, Field, Schema, _default, decode
 
 METADATA_FRAME_VERSION = 1
 PRODUCER_ID_BLOCK_SIZE = 1000  # server-common ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
@@ -261,15 +261,8 @@ def json_name(field_name: str) -> str:
 
 
 def _tag_default(f: Field) -> Any:
-    if f.default is not None:
-        return f.default
-    if f.type.startswith("[]"):
-        return None
-    if f.type in ("int8", "int16", "uint16", "int32", "int64"):
-        return 0
-    if f.type == "bool":
-        return False
-    return None
+    """The value Kafka leaves a tagged field at when it is absent (see message._default)."""
+    return _default(f)
 
 
 def _is_default(f: Field, value: Any, version: int) -> bool:

@@ -14,36 +14,15 @@ import pyarrow as pa
 
 from auditor.errors import DecodeError
 from auditor.formats.batch import BatchHeader, LogProblem, iter_segment, read_payload
+from auditor.formats.batch_columnar import COLUMNS as HEADER_COLUMNS
 from auditor.formats.records import Record, decode_control, iter_records
 from auditor.ingest.problems import Problem
 
-# Decoded header fields + control record columns of the batches table.
+# Decoded header fields (shared with the columnar decoder) + control record columns of the batches table.
 BATCH_COLUMNS: list[pa.Field] = [
     pa.field("segment_base_offset", pa.int64()),
     pa.field("source", pa.string()),  # segment | kraft-snapshot
-    pa.field("position", pa.int64()),
-    pa.field("size", pa.int32()),
-    pa.field("base_offset", pa.int64()),
-    pa.field("last_offset", pa.int64()),
-    pa.field("last_offset_delta", pa.int32()),
-    pa.field("partition_leader_epoch", pa.int32()),
-    pa.field("magic", pa.int8()),
-    pa.field("crc", pa.int64()),
-    pa.field("crc_valid", pa.bool_()),
-    pa.field("attributes", pa.int32()),
-    pa.field("compression", pa.string()),
-    pa.field("timestamp_type", pa.string()),
-    pa.field("is_transactional", pa.bool_()),
-    pa.field("is_control", pa.bool_()),
-    pa.field("has_delete_horizon", pa.bool_()),
-    pa.field("base_timestamp", pa.int64()),
-    pa.field("max_timestamp", pa.int64()),
-    pa.field("delete_horizon_ms", pa.int64()),
-    pa.field("producer_id", pa.int64()),
-    pa.field("producer_epoch", pa.int16()),
-    pa.field("base_sequence", pa.int32()),
-    pa.field("last_sequence", pa.int32()),
-    pa.field("record_count", pa.int32()),
+    *HEADER_COLUMNS,
     pa.field("control_type", pa.string()),
     pa.field("coordinator_epoch", pa.int32()),
 ]
