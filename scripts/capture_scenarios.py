@@ -1339,6 +1339,14 @@ def run_mutation(name: str) -> dict:
     base, fn = MUTATIONS[name]
     t0 = time.monotonic()
     result = fn(name)
+    # a mutated copy must not pass for the cluster it was copied from (the auditor compares
+    # everything within a cluster id): it gets the cluster id derived from its own name
+    meta = SAMPLE_LOGS / name / "broker-1" / "meta.properties"
+    cid = cluster_id_for(name)
+    meta.write_text("".join(f"cluster.id={cid}\n" if line.startswith("cluster.id=") else line
+                            for line in meta.read_text().splitlines(keepends=True)))
+    result["mutation"]["meta_properties"] = (f"cluster.id set to {cid} (derived from the scenario name) so the copy "
+                                             "is a cluster of its own, not a second dump of its source")
     bexp = json.loads((SAMPLE_LOGS / base / "expected.json").read_text())
     expected = {
         "scenario": name,
