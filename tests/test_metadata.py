@@ -55,7 +55,7 @@ SEG0 = "00000000000000000000.log"
 META_TOPIC_UUID = bytes(15) + b"\x01"
 META_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 
-needs_real = pytest.mark.skipif(not REAL_LOGS.is_dir(), reason="real_logs not available")
+
 
 
 # ---------------------------------------------------------------- byte helpers
@@ -400,7 +400,6 @@ def _data_rows(batches):
     return [row for h, recs in batches if not h.is_control for _, kind, row in recs]
 
 
-@needs_real
 def test_every_real_metadata_record_decodes():
     files = _metadata_files()
     assert len(files) == 204  # 6 logs + 188 <offset>-<epoch> snapshots + 10 bootstrap.checkpoint
@@ -429,7 +428,6 @@ def test_every_real_metadata_record_decodes():
     assert controls["LEADER_CHANGE"] == 34
 
 
-@needs_real
 def test_log_control_batches_are_leader_changes_matching_quorum_state():
     # SOURCES.md: number of control batches per log
     expected = {
@@ -454,7 +452,6 @@ def test_log_control_batches_are_leader_changes_matching_quorum_state():
     assert len(_read(DANIEL_350 / MD / SEG0)) == 28511
 
 
-@needs_real
 def test_snapshot_layout_header_data_footer():
     snaps = sorted(p for p in REAL_LOGS.rglob("*.checkpoint") if is_metadata_snapshot_name(p.name))
     assert len(snaps) == 198
@@ -485,7 +482,6 @@ def test_snapshot_layout_header_data_footer():
             assert r["next_producer_id"] % 1000 == 0
 
 
-@needs_real
 def test_snapshots_have_producer_ids_once_ids_were_allocated():
     # Producer-state snapshots of the data partitions (independent files) name
     # producer ids in use; every KRaft snapshot taken after they were granted
@@ -510,7 +506,6 @@ def test_snapshots_have_producer_ids_once_ids_were_allocated():
     assert jy[0]["next_producer_id"] == 3000
 
 
-@needs_real
 def test_producer_ids_increase_by_blocks_across_a_dir():
     for md in sorted(REAL_LOGS.rglob(MD)):
         # log records in offset order, snapshots by end offset
@@ -540,7 +535,6 @@ def test_producer_ids_increase_by_blocks_across_a_dir():
     assert max(pids) < rows[-1]["next_producer_id"]
 
 
-@needs_real
 def test_new_log_starts_with_metadata_version():
     # kafka_2.13-3.5.0 in the directory name: Kafka 3.5.0 formats with
     # metadata.version 3.5-IV2 = feature level 11 (MetadataVersion enum)
@@ -569,7 +563,6 @@ def test_new_log_starts_with_metadata_version():
         assert boot[0]["feature_level"] == first["feature_level"]
 
 
-@needs_real
 def test_topic_record_for_every_topic_dir():
     checked = 0
     for md in sorted(REAL_LOGS.rglob(MD)):
@@ -600,7 +593,6 @@ def test_topic_record_for_every_topic_dir():
     assert daniel == {"quickstartmore-events"}  # the only topic dir there
 
 
-@needs_real
 def test_directory_ids_and_voters_match_meta_properties():
     def props(root: Path) -> dict:
         out = {}
@@ -629,7 +621,6 @@ def test_directory_ids_and_voters_match_meta_properties():
     assert [(v["voterId"], v["voterUuid"]) for v in voters] == [(int(p["node.id"]), p["directory.id"])]
 
 
-@needs_real
 def test_internal_topic_configs():
     # The group coordinator creates __consumer_offsets compacted (Kafka default
     # offsets topic configs): the ConfigRecords must say so.
