@@ -14,6 +14,7 @@ FINDING_COLUMNS: list[tuple[str, str]] = [
     ("severity", "string"),
     ("cluster_id", "string"),
     ("broker_id", "int"),
+    ("log_dir", "string"),
     ("topic", "string"),
     ("partition", "int"),
     ("producer_id", "bigint"),

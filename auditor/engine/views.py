@@ -7,9 +7,10 @@ sequences, coordinator epoch and the first offset of the open transaction
 producer id, base offset) — so every rule shares a single sort, and the result
 is persisted once per audit run.
 
-A *replica* is (cluster_id, broker_id, topic, partition): several brokers'
-copies of one partition are audited separately, and compared by the replica
-rule.
+A *replica* is (cluster_id, broker_id, log_dir, topic, partition): several
+brokers' copies of one partition are audited separately, and compared by the
+replica rule; the log dir keeps apart a JBOD move's ``-future`` copy and two
+dumps of the same broker taken at different times.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-REPLICA = ["cluster_id", "broker_id", "topic", "partition"]
+REPLICA = ["cluster_id", "broker_id", "log_dir", "topic", "partition"]
 INTERNAL_COMPACTED = ("__consumer_offsets", "__transaction_state")
 
 
@@ -110,7 +111,7 @@ class AuditContext:
 
     # -- producer state ------------------------------------------------------
     _BATCH_COLUMNS = (
-        "cluster_id", "broker_id", "topic", "partition", "producer_id", "producer_epoch", "base_offset", "last_offset",
+        "cluster_id", "broker_id", "log_dir", "topic", "partition", "producer_id", "producer_epoch", "base_offset", "last_offset",
         "last_offset_delta", "base_sequence", "last_sequence", "record_count", "is_transactional", "is_control",
         "control_type", "coordinator_epoch", "max_timestamp",
     )
@@ -247,7 +248,7 @@ class AuditContext:
             F.sum(F.when((F.col("magic") == 2) & (F.col("record_count") < F.col("last_offset_delta") + 1), 1).otherwise(0)).alias("compacted_batches"),
         )
         cp = self.table("checkpoints")
-        keys = [F.col("cluster_id"), F.col("broker_id"), F.col("topic"), F.col("partition")]
+        keys = [F.col("cluster_id"), F.col("broker_id"), F.col("log_dir"), F.col("topic"), F.col("partition")]
         hw = cp.where("checkpoint_kind = 'replication-offset'").groupBy(*keys).agg(F.max("offset").alias("high_watermark"))
         ls = cp.where("checkpoint_kind = 'log-start-offset'").groupBy(*keys).agg(F.max("offset").alias("checkpoint_log_start_offset"))
         p = p.join(hw, REPLICA, "left").join(ls, REPLICA, "left")
