@@ -86,9 +86,9 @@ def run(ctx):
                  second_block=F.concat_ws("-", F.col("c.block_start"), F.col("c.block_end")),
                  first_sources=F.array_join("a.sources", "+"), second_sources=F.array_join("c.sources", "+")).alias("evidence"),
     ))
-    # ids in data above every grant of the cluster
+    # ids in data above every grant of the cluster (only where the dump holds grants at all)
     top = grants.groupBy("cluster_id").agg(F.max("block_end").alias("max_granted"))
-    used = ctx.table("batches").where("producer_id >= 0").groupBy("cluster_id", "producer_id").agg(
+    used = ctx.producer_batches.join(F.broadcast(top.select("cluster_id")), "cluster_id").groupBy("cluster_id", "producer_id").agg(
         F.min("base_offset").alias("first_offset"), F.first("topic").alias("topic"), F.first("partition").alias("partition"),
         F.min("max_timestamp").alias("first_timestamp"))
     never = used.join(top, "cluster_id").where(F.col("producer_id") > F.col("max_granted"))
