@@ -99,7 +99,7 @@ register(
 )
 
 
-def _records_of(task: dict, f, decoder, columns: list[str]) -> Iterator[dict | Problem]:
+def _records_of(task: dict, f, decoder) -> Iterator[dict | Problem]:
     """Decoded records of an internal topic; an undecodable record is a
     non-fatal problem at its batch position."""
     start, end = _range(task)
@@ -122,7 +122,7 @@ def _records_of(task: dict, f, decoder, columns: list[str]) -> Iterator[dict | P
 def decode_txn_log(task: dict, f) -> Iterator[dict | Problem]:
     from auditor.formats.txnlog import decode_txn_record
 
-    yield from _records_of(task, f, decode_txn_record, [])
+    yield from _records_of(task, f, decode_txn_record)
 
 
 def _offsets_of(kind: str):
@@ -133,7 +133,7 @@ def _offsets_of(kind: str):
             row = decode_offsets_record(key, value)
             return row if row.get("record_type") == kind else None
 
-        yield from _records_of(task, f, only, [])
+        yield from _records_of(task, f, only)
 
     return decode
 
@@ -142,7 +142,7 @@ def _metadata_rows(task: dict, f) -> Iterator[dict | Problem]:
     from auditor.formats.metadata import decode_metadata_value
 
     source = "snapshot" if task["kind"] == "kraft-snapshot" else "log"
-    for item in _records_of(task, f, lambda k, v: decode_metadata_value(v) if v is not None else None, []):
+    for item in _records_of(task, f, lambda k, v: decode_metadata_value(v) if v is not None else None):
         if not isinstance(item, Problem):
             item["source"] = source
             item["snapshot_end_offset"] = task.get("base_offset") if source == "snapshot" else None
