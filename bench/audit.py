@@ -106,6 +106,20 @@ class RssSampler(threading.Thread):
             time.sleep(0.5)
 
 
+def children_cpu_seconds() -> float:
+    """User+system CPU time of this process's live children (the Spark JVM in local mode):
+    a figure that, unlike wall time, does not move much when other work shares the cores."""
+    pids = subprocess.run(["pgrep", "-P", str(os.getpid())], capture_output=True, text=True).stdout.split()
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", type=int, default=10_000_000)
@@ -126,16 +140,18 @@ def main() -> None:
     out = Path(args.dir)
     gen = 0.0 if args.reuse and (out / "_ingest.json").exists() else generate(spark, args.batches, args.partitions, out)
     n = json.loads((out / "_ingest.json").read_text())["tables"]["batches"]
+    c0 = children_cpu_seconds()
     t0 = time.monotonic()
     res = audit(spark, str(out))
     total = time.monotonic() - t0
+    cpu = children_cpu_seconds() - c0
     sampler.stop = True
     py_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     print(f"batches: {n:,} across {args.partitions} partitions ({args.master})")
     print(f"generate tables: {gen:.1f} s")
     for rule, s in res.rule_seconds.items():
         print(f"  {rule:32s} {s:8.1f} s")
-    print(f"audit total: {total:.1f} s  ({n / total:,.0f} batches/s)")
+    print(f"audit total: {total:.1f} s  ({n / total:,.0f} batches/s); JVM CPU {cpu:.1f} s")
     from collections import Counter
 
     print("findings:", dict(Counter((f["rule"], f["severity"]) for f in res.findings)))

@@ -37,9 +37,7 @@ from __future__ import annotations
 
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Rule
-from auditor.engine.views import REPLICA
-
-INT_MAX = 2**31 - 1
+from auditor.engine.views import INT32_MAX as INT_MAX, REPLICA
 
 
 def run(ctx):
@@ -47,7 +45,7 @@ def run(ctx):
 
     # transactional offset commits in __consumer_offsets carry the producer's id and epoch but are
     # appended by the group coordinator (origin COORDINATOR): the broker never checks their sequences
-    pb = ctx.data_sequences.where("base_sequence >= 0 AND topic != '__consumer_offsets'")
+    pb = ctx.sequence_breaks.where("base_sequence >= 0 AND topic != '__consumer_offsets'")
     prev_last = F.col("prev_data_last_sequence")
     expected = F.when(prev_last == INT_MAX, F.lit(0)).otherwise(prev_last + 1)
     same_epoch = F.col("producer_epoch") == F.col("prev_data_epoch")
@@ -65,11 +63,9 @@ def run(ctx):
         "other_offset", F.col("prev_data_offset"))
 
     # duplicates of an earlier batch within the broker's 5-batch window (the adjacent one is above)
-    same = F.filter("recent_batches", lambda r: r.isNotNull() & (r["producer_epoch"] == F.col("producer_epoch"))
-                    & (r["base_sequence"] == F.col("base_sequence")) & (r["last_sequence"] == F.col("last_sequence")))
-    dup = pb.withColumn("_same", same).where(F.size("_same") > 0).select(
+    dup = pb.where("duplicate_of_offset IS NOT NULL").select(
         *REPLICA, "producer_id", "producer_epoch", "base_sequence", "last_sequence", "max_timestamp", "base_offset",
-        F.col("_same")[0]["base_offset"].alias("other_offset"), F.lit("duplicate").alias("kind"),
+        F.col("duplicate_of_offset").alias("other_offset"), F.lit("duplicate").alias("kind"),
         F.lit(None).cast("int").alias("expected"), F.lit(None).cast("int").alias("prev_data_last_sequence"),
         F.lit(None).cast("int").alias("prev_data_epoch"),
     )

@@ -36,7 +36,7 @@ def run(ctx):
     from pyspark.sql import functions as F
 
     # __consumer_offsets batches are written by the group coordinator, which never checks sequences
-    first = ctx.data_sequences.where("prev_data_epoch IS NULL AND base_sequence > 0 AND topic != '__consumer_offsets'")
+    first = ctx.sequence_breaks.where("prev_data_epoch IS NULL AND base_sequence > 0 AND topic != '__consumer_offsets'")
     first = first.join(ctx.partitions.select(*REPLICA, "log_start_offset", "first_batch_offset", "is_compacted"), REPLICA, "left")
     snaps = ctx.table("producer_snapshots").select(*REPLICA, "producer_id", "snapshot_offset", "last_offset").withColumnRenamed(
         "last_offset", "snapshot_last_offset")
