@@ -10,7 +10,7 @@ OUT ?= build/demo
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup.sh
+$(STAMP): pyproject.toml scripts/setup.sh scripts/delta/fetch.sh scripts/delta/pom.xml
 	bash scripts/setup.sh $(VENV)
 	touch $(STAMP)
 

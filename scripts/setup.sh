@@ -33,4 +33,16 @@ fi
 for KAFKA_VERSION in 4.3.1 3.5.2; do   # keep in sync with scripts/kafka/harness.py VERSIONS
   bash scripts/kafka/fetch.sh "$KAFKA_VERSION" >/dev/null
 done
+# Delta Lake jars for `txn-audit batch` (its tables are Delta tables): delta-spark + delta-storage for
+# PySpark's Scala 2.13, resolved from Maven Central with mvn into build/delta/jars (get_spark loads them).
+bash scripts/delta/fetch.sh >/dev/null
+# Headless Chromium for tests/test_report_html.py (renders the HTML report, checks the console, screenshots).
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium (headless checks of the HTML report)" >&2
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+  else
+    echo "setup: no chromium and no apt-get: install Chromium to run the HTML report tests" >&2; exit 2
+  fi
+fi
 echo "setup: $VENV ready" >&2

@@ -1,9 +1,11 @@
-"""``txn-audit audit``, ``scan``, ``rules`` and ``explain``."""
+"""``txn-audit audit``, ``scan``, ``rules`` and ``explain``.
+
+``scan`` and ``audit`` report through the same renderers, filters and exit
+status as ``txn-audit report`` (auditor/cli/report_cmd.py).
+"""
 
 from __future__ import annotations
 
-import json
-import sys
 import tempfile
 from pathlib import Path
 
@@ -12,7 +14,10 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from auditor.cli.console import err, out, safe, wide
-from auditor.engine.rule import SEVERITIES, discover, severity_rank
+from auditor.cli.progress import StageProgress
+from auditor.cli.report_cmd import InputError, emit_report, exit_with, make_filters, report_options
+from auditor.engine.rule import discover
+from auditor.report import from_audit
 
 
 def _options(as_of, max_timeout_ms):
@@ -31,48 +36,23 @@ def _spark(master, confs):
     return get_spark(master, conf)
 
 
-def _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, quiet):
+def _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, progress):
     from auditor.engine.audit import audit
-
-    def progress(rule: str, i: int, n: int) -> None:
-        if not quiet:
-            err.print(f"[dim]rule {i + 1}/{n}: {rule}[/dim]")
 
     try:
         return audit(spark, tables, options=_options(as_of, max_timeout_ms), only=list(rules), out=findings_out,
-                     progress=progress)
+                     progress=progress, report=True)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 
 
-def print_findings(findings: list[dict], fmt: str) -> None:
-    """The terminal report (the full report formats live in ``txn-audit report``)."""
-    order = sorted(findings, key=lambda f: (-severity_rank(f["severity"]), f["rule"], f.get("topic") or "",
-                                            f.get("partition") or 0, f.get("first_offset") or 0))
-    if fmt == "jsonl":
-        for f in order:
-            sys.stdout.write(json.dumps(f, default=str) + "\n")
-        return
-    if fmt == "json":
-        sys.stdout.write(json.dumps({"findings": order}, default=str, indent=2) + "\n")
-        return
-    if not order:
-        out.print("[green]no findings[/green]")
-        return
-    t = Table(title=f"{len(order)} findings", show_lines=True)
-    for c in ("Severity", "Rule", "Topic", "Partition", "ProducerId", "ProducerEpoch", "StartOffset", "Message"):
-        t.add_column(c, overflow="fold")
-    for f in order:
-        t.add_row(safe(f["severity"]), safe(f["rule"]), safe(f.get("topic") or ""), safe(f.get("partition") if f.get("partition") is not None else ""),
-                  safe(f.get("producer_id") if f.get("producer_id") is not None else ""),
-                  safe(f.get("producer_epoch") if f.get("producer_epoch") is not None else ""),
-                  safe(f.get("first_offset") if f.get("first_offset") is not None else ""), safe(f["message"]))
-    wide().print(t)
-
-
-def _exit(findings: list[dict], fail_on: str) -> None:
-    bad = [f for f in findings if severity_rank(f["severity"]) >= severity_rank(fail_on)]
-    sys.exit(1 if bad else 0)
+def _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=None) -> None:
+    """Render the audit's findings like `txn-audit report` does, then exit with its status."""
+    if res.report_error:
+        err.print(f"[yellow]warning[/yellow]: no run summary or charts: {safe(res.report_error)}")
+    report = from_audit(res, make_filters(rules=rules, **filter_opts), bootstrap_server, source=source)
+    emit_report(report, fmt)
+    exit_with(report, fail_on)
 
 
 _common = [
@@ -81,55 +61,78 @@ _common = [
     click.option("--rule", "rules", multiple=True, help="Only these rule ids (repeatable)."),
     click.option("--as-of", type=int, default=None, help="Reference time in epoch ms for ages (default: newest timestamp in the dump)."),
     click.option("--max-timeout-ms", type=int, default=900_000, show_default=True, help="The cluster's transaction.max.timeout.ms."),
-    click.option("--format", "fmt", type=click.Choice(["table", "json", "jsonl"]), default="table", show_default=True),
-    click.option("--fail-on", type=click.Choice(SEVERITIES), default="error", show_default=True,
-                 help="Exit 1 when a finding has at least this severity."),
-    click.option("--quiet", "-q", is_flag=True, help="No progress on stderr."),
+    click.option("--quiet", "-q", is_flag=True, help="No progress bars or per-file messages on stderr."),
 ]
 
 
 def common(f):
+    f = report_options(f)
     for opt in reversed(_common):
         f = opt(f)
     return f
 
 
+def _looks_like_tables(path: Path) -> bool:
+    return (path / "_ingest.json").is_file() or (path / "batches").is_dir()
+
+
 @click.command("audit")
 @click.argument("tables", type=click.Path(exists=True, file_okay=False))
-@click.option("--out", "findings_out", type=click.Path(file_okay=False), default=None, help="Write the findings table (Parquet) here.")
+@click.option("--out", "findings_out", type=click.Path(file_okay=False), default=None,
+              help="Write the findings directory here (Parquet + run summary; render later with `txn-audit report`).")
 @common
-def audit_cmd(tables, findings_out, master, confs, rules, as_of, max_timeout_ms, fmt, fail_on, quiet) -> None:
-    """Run the rules over ingested TABLES and print the findings."""
+def audit_cmd(tables, findings_out, master, confs, rules, as_of, max_timeout_ms, quiet, fmt, fail_on,
+              bootstrap_server, **filter_opts) -> None:
+    """Run the rules over ingested TABLES and report the findings.
+
+    Filters (--topic, --severity, ...) choose what the report shows; --out
+    always keeps every finding. Exit status: 0 no reported finding at or above
+    --fail-on, 1 some, 2 bad usage or TABLES is not an ingested directory.
+    """
+    if not _looks_like_tables(Path(tables)):
+        raise InputError(f"{tables}: not an ingested tables directory (no _ingest.json or batches/); "
+                         "build one with `txn-audit ingest LOGDIR --out DIR`")
+    make_filters(rules=rules, **filter_opts)  # bad filter values fail before Spark starts
     spark = _spark(master, confs)
-    res = _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, quiet)
-    for rule, why in res.skipped.items():
-        err.print(f"[yellow]skipped {safe(rule)}[/yellow]: {safe(why)}")
-    print_findings(res.findings, fmt)
-    _exit(res.findings, fail_on)
+    with StageProgress(err, not quiet) as prog:
+        res = _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, prog.stage("rules"))
+    if not quiet:
+        for rule, why in res.skipped.items():
+            err.print(f"[yellow]skipped {safe(rule)}[/yellow]: {safe(why)}")
+    _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=findings_out)
 
 
 @click.command("scan")
 @click.argument("logdirs", nargs=-1, required=True, type=click.Path())
 @click.option("--tables", "tables_dir", type=click.Path(file_okay=False), default=None,
               help="Keep the ingested tables here (default: a temporary directory).")
-@click.option("--out", "findings_out", type=click.Path(file_okay=False), default=None, help="Write the findings table (Parquet) here.")
+@click.option("--out", "findings_out", type=click.Path(file_okay=False), default=None,
+              help="Write the findings directory here (Parquet + run summary; render later with `txn-audit report`).")
 @common
-def scan_cmd(logdirs, tables_dir, findings_out, master, confs, rules, as_of, max_timeout_ms, fmt, fail_on, quiet) -> None:
-    """One shot: ingest LOGDIRS, run every rule, print the report."""
+def scan_cmd(logdirs, tables_dir, findings_out, master, confs, rules, as_of, max_timeout_ms, quiet, fmt, fail_on,
+             bootstrap_server, **filter_opts) -> None:
+    """One shot: ingest LOGDIRS, run every rule, report the findings.
+
+    Exit status: 0 no reported finding at or above --fail-on, 1 some, 2 bad
+    usage or no input file was readable at all.
+    """
     from auditor.engine.ingest_job import ingest
 
+    make_filters(rules=rules, **filter_opts)  # bad filter values fail before Spark starts
     spark = _spark(master, confs)
-    with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, StageProgress(err, not quiet) as prog:
         tdir = tables_dir or str(Path(tmp) / "tables")
-        res_in = ingest(spark, list(logdirs), tdir, progress=None if quiet else (
-            lambda name, i, n: err.print(f"[dim]decoding {i + 1}/{n}: {name}[/dim]")))
-        for f in res_in.bad_files:
-            if not quiet:
+        res_in = ingest(spark, list(logdirs), tdir, progress=prog.stage("decoding"))
+        if not quiet:
+            for f in res_in.bad_files:
                 pos = f"byte {f['error_position']}" if f["error_position"] is not None else "whole file"
                 err.print(f"[yellow]{safe(f['status'])}[/yellow] {safe(f['path'])} at {pos}: {safe(f['error_message'] or f['note'] or '')}")
-        res = _run_audit(spark, tdir, rules, as_of, max_timeout_ms, findings_out, quiet)
-    print_findings(res.findings, fmt)
-    _exit(res.findings, fail_on)
+        readable = [f for f in res_in.files if f["status"] not in ("unreadable", "skipped", "foreign")]
+        if not readable:
+            raise InputError("no input file was readable: " + ", ".join(
+                f"{f['path']} ({f['status']}{': ' + f['note'] if f.get('note') else ''})" for f in res_in.files[:5]))
+        res = _run_audit(spark, tdir, rules, as_of, max_timeout_ms, findings_out, prog.stage("rules"))
+    _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=findings_out)
 
 
 @click.command("rules")

@@ -14,7 +14,10 @@ import click
 from auditor import __version__
 from auditor.cli.ingest_cmd import ingest_cmd, tables_cmd
 from auditor.cli.dump_cmd import dump_cmd
+from auditor.cli.forensics_cmd import coordinator_cmd, timeline_cmd
 from auditor.cli.audit_cmd import audit_cmd, explain_cmd, rules_cmd, scan_cmd
+from auditor.cli.report_cmd import report_cmd
+from auditor.cli.batch_cmd import batch_cmd
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -26,6 +29,10 @@ def cli() -> None:
 cli.add_command(ingest_cmd)
 cli.add_command(tables_cmd)
 cli.add_command(dump_cmd)
+cli.add_command(batch_cmd)
+cli.add_command(timeline_cmd)
+cli.add_command(coordinator_cmd)
+cli.add_command(report_cmd)
 for _cmd in (scan_cmd, audit_cmd, rules_cmd, explain_cmd):
     cli.add_command(_cmd)
 

@@ -25,6 +25,10 @@ class AuditResult:
     rule_seconds: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     as_of_ms: int = 0
+    summary: dict = field(default_factory=dict)  # report data (``report=True``): see report_data.py
+    plots: dict = field(default_factory=dict)
+    report_error: str | None = None  # report data could not be computed (findings are still complete)
+    run_id: str | None = None  # set by write_findings
 
 
 def select_rules(rules: list[Rule], only: tuple[str, ...] | list[str] = ()) -> list[Rule]:
@@ -45,7 +49,11 @@ def audit(
     only: tuple[str, ...] | list[str] = (),
     out: str | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    report: bool = False,
 ) -> AuditResult:
+    """Run the rules over ``tables_dir``. With ``report`` also compute the run
+    summary and plot series reports show (``report_data.py``); they are saved
+    with the findings when ``out`` is given, so ``txn-audit report`` needs no Spark."""
     ctx = AuditContext(spark, tables_dir, options)
     rules = select_rules(discover(), only)
     result = AuditResult(findings=[], as_of_ms=ctx.as_of_ms)
@@ -64,6 +72,15 @@ def audit(
             result.rule_seconds[rule.id] = round(time.monotonic() - t0, 3)
             result.findings.extend(r.asDict(recursive=True) for r in rows)
             frames.append(df)
+        if report:
+            from auditor.engine.report_data import build_report_data
+
+            if progress:
+                progress("report data", len(rules), len(rules))
+            try:
+                result.summary, result.plots = build_report_data(ctx, result.findings)
+            except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
+                result.report_error = f"{type(exc).__name__}: {exc}"
         if out is not None:
             write_findings(spark, result, out)
     finally:
@@ -88,9 +105,19 @@ def write_findings(spark, result: AuditResult, out: str) -> None:
     rows = [{**f, "evidence": list((f.get("evidence") or {}).items())} for f in result.findings]
     table = pa.Table.from_pylist(rows, schema=FINDINGS_ARROW)
     pq.write_table(table, staging / "part-00000.parquet")
-    (staging / "_audit.json").write_text(json.dumps(
-        {"run_id": run_id, "as_of_ms": result.as_of_ms, "rule_seconds": result.rule_seconds, "skipped": result.skipped}, indent=2))
+    manifest = {"run_id": run_id, "as_of_ms": result.as_of_ms, "rule_seconds": result.rule_seconds,
+                "skipped": result.skipped, "findings": len(rows)}
+    if result.summary:
+        from auditor.engine.report_data import REPORT_DATA_VERSION
+
+        manifest["report_data_version"] = REPORT_DATA_VERSION
+        manifest["summary"] = result.summary
+    (staging / "_audit.json").write_text(json.dumps(manifest, indent=2, default=str))
+    if result.plots:
+        # underscore prefix: Spark and pyarrow skip it when reading the directory as the findings table
+        (staging / "_plots.json").write_text(json.dumps(result.plots, default=str))
     _swap_in(staging, outp, run_id)
+    result.run_id = run_id
 
 
 def _arrow_schema():

@@ -4,13 +4,31 @@ Default is an embedded ``local[*]`` session; ``--master`` and ``--conf`` (or
 ``spark-submit``, which pre-creates the session) select a real cluster. The
 code that runs on executors only needs the ``auditor`` package importable there
 (installed in the executor environment or shipped with ``--py-files``).
+
+Delta Lake (the scheduled ``txn-audit batch`` job's table format): when the
+Delta jars are present (``scripts/delta/fetch.sh``, run by ``make setup``, puts
+them in ``build/delta/jars``; ``TXN_AUDIT_DELTA_JARS`` names another directory)
+an embedded session gets them on ``spark.jars`` with Delta's SQL extension and
+catalog. Under ``spark-submit`` the JVM is already running, so the jars must
+come from ``--jars``/``--packages``; the Delta settings are added when the
+classes are loadable. Parquet-only commands work either way.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Mapping
+
+DELTA_VERSION = "4.0.1"  # keep in sync with delta-spark in pyproject.toml and scripts/delta/fetch.sh
+DELTA_JARS_ENV = "TXN_AUDIT_DELTA_JARS"
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CONF = {
+    "spark.sql.extensions": DELTA_EXTENSION,
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+_DELTA_JAR_NAMES = (f"delta-spark_2.13-{DELTA_VERSION}.jar", f"delta-storage-{DELTA_VERSION}.jar")
 
 _LOCAL_DEFAULTS = {
     "spark.ui.enabled": "false",
@@ -24,6 +42,64 @@ _LOCAL_DEFAULTS = {
 }
 
 
+def delta_jars_dir() -> Path:
+    """Where the Delta jars are looked for: ``$TXN_AUDIT_DELTA_JARS`` or ``<project>/build/delta/jars``."""
+    env = os.environ.get(DELTA_JARS_ENV)
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "build" / "delta" / "jars"
+
+
+def delta_jars() -> list[str]:
+    """Paths of the Delta jars (delta-spark, delta-storage), or [] if either is missing."""
+    d = delta_jars_dir()
+    paths = [d / n for n in _DELTA_JAR_NAMES]
+    return [str(p) for p in paths] if all(p.is_file() for p in paths) else []
+
+
+def delta_missing_message() -> str:
+    return (
+        f"Delta Lake is not available in this Spark session. Embedded (txn-audit batch): the jars "
+        f"{' and '.join(_DELTA_JAR_NAMES)} were not found in {delta_jars_dir()} - run `make setup` "
+        f"(or `bash scripts/delta/fetch.sh`), or point {DELTA_JARS_ENV} at a directory holding them. "
+        f"spark-submit: pass --jars <dir>/{_DELTA_JAR_NAMES[0]},<dir>/{_DELTA_JAR_NAMES[1]} "
+        f"(or --packages io.delta:delta-spark_2.13:{DELTA_VERSION})."
+    )
+
+
+def _jvm_can_load(class_name: str) -> bool:
+    """Under spark-submit: is ``class_name`` on the (already running) driver JVM's classpath?"""
+    from pyspark import SparkContext
+
+    try:
+        SparkContext._ensure_initialized()
+        return bool(SparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(class_name))
+    except Exception:  # noqa: BLE001 - no gateway: treat as not loadable
+        return False
+
+
+def has_delta(spark) -> bool:
+    """Can ``spark`` read and write Delta tables (classes loadable, extension configured)?"""
+    try:
+        ext = spark.conf.get("spark.sql.extensions", "") or ""
+        return DELTA_EXTENSION in ext and bool(
+            spark.sparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(DELTA_EXTENSION))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _with_delta(settings: dict[str, str], jars: list[str]) -> dict[str, str]:
+    """``settings`` plus the Delta jars and SQL settings (user-given values win)."""
+    out = dict(settings)
+    if jars:
+        given = [j for j in out.get("spark.jars", "").split(",") if j]
+        out["spark.jars"] = ",".join(given + [j for j in jars if j not in given])
+    for k, v in DELTA_CONF.items():
+        if k == "spark.sql.extensions" and out.get(k) and DELTA_EXTENSION not in out[k]:
+            out[k] = f"{out[k]},{v}"
+        else:
+            out.setdefault(k, v)
+    return out
+
+
 def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, app_name: str = "txn-audit"):
     """Return the active session if one exists (spark-submit, tests), else build one."""
     from pyspark.sql import SparkSession
@@ -34,7 +110,16 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
     if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:
         # launched by spark-submit: its --master/--conf already configure the JVM
         builder = SparkSession.builder.appName(app_name)
-        for k, v in (conf or {}).items():
+        settings = dict(conf or {})
+        if _jvm_can_load(DELTA_EXTENSION):  # --jars/--packages brought Delta
+            from pyspark import SparkConf
+
+            submitted = SparkConf()  # what spark-submit's --conf set: kept, Delta's added
+            for k in DELTA_CONF:
+                if k not in settings and submitted.contains(k):
+                    settings[k] = submitted.get(k)
+            settings = _with_delta(settings, [])
+        for k, v in settings.items():
             builder = builder.config(k, v)
         return builder.getOrCreate()
     # executors must run the same interpreter as the driver (our venv)
@@ -50,6 +135,12 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
         # one shuffle partition per core: per-task overhead dominates on a single host
         settings["spark.sql.shuffle.partitions"] = str(os.cpu_count() or 2)
     settings.update(conf or {})
+    jars = delta_jars()
+    if jars:
+        settings = _with_delta(settings, jars)
+        if resolved.startswith("local"):
+            # Delta rebuilds a table's state with this many tasks (default 50, sized for clusters)
+            settings.setdefault("spark.databricks.delta.snapshotPartitions", str(os.cpu_count() or 2))
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

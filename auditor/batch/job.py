@@ -1,0 +1,201 @@
+"""One run of the scheduled batch audit, in commit order.
+
+1. ``runs``: this run's row, ``running`` (a killed previous run is resumed: same number).
+2. Plan: discover the inputs, fingerprint every file, diff with the ledger.
+3. Every table a changed or vanished file feeds: one keyed Delta overwrite each.
+4. ``files``: the inventory rows of those files, keyed by path.
+5. ``ledger``: rewritten as the state of the inputs this run has decoded.
+6. The rules over the Delta tables (or, if nothing they depend on changed since
+   the last finished run, that run's findings again); the findings MERGEd into ``findings``.
+7. ``runs``: this run's row, ``finished``, with its figures.
+
+A kill between any two commits (or inside one: a Delta commit is atomic, its
+uncommitted data files are never read) leaves the ledger at the previous run's
+state until step 5, so the next invocation recomputes the same change set and
+redoes the same keyed overwrites; after step 5 it finds nothing to decode and
+redoes the audit and the idempotent merge. Either way the warehouse ends up
+as one clean run leaves it (see ``runs`` for the one table that remembers).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pyarrow as pa
+
+from auditor.batch import crash, history, runs
+from auditor.batch.audit import run_rules
+from auditor.batch.decode import missing_tables, write_files, write_tables
+from auditor.batch.deltaio import arrow_df, is_delta, join, overwrite, read, require_delta, warehouse_uri
+from auditor.batch.ledger import LEDGER_SCHEMA, diff
+from auditor.engine.audit import select_rules
+from auditor.engine.rule import discover
+from auditor.engine.views import AuditOptions
+from auditor.ingest.plan import DEFAULT_SPLIT_BYTES, make_plan
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class BatchResult:
+    run: int
+    attempt: int
+    warehouse: str
+    seconds: float
+    files_seen: int
+    files_decoded: int
+    files_gone: int
+    rows_written: dict[str, int]
+    findings_open: int
+    findings_new: int
+    findings_resolved: int
+    fresh: bool
+    audited: bool = True
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    bad_files: list[dict] = field(default_factory=list)
+    findings: list[dict] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {
+            "run": self.run, "attempt": self.attempt, "warehouse": self.warehouse, "seconds": round(self.seconds, 2),
+            "files_seen": self.files_seen, "files_decoded": self.files_decoded, "files_gone": self.files_gone,
+            "rows_written": sum(self.rows_written.values()), "table_rows_written": self.rows_written,
+            "findings": {"open": self.findings_open, "new": self.findings_new, "resolved": self.findings_resolved},
+            "rebuilt": self.fresh, "audited": self.audited, "bad_files": len(self.bad_files), "stage_seconds": self.stage_seconds,
+        }
+
+
+def input_path(raw: str) -> str:
+    """Inputs are read with plain file I/O on the driver and the executors: a
+    local (or mounted) path, or a ``file:`` URI."""
+    m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", raw)
+    if m and len(m.group(1)) > 1:
+        if m.group(1).lower() != "file":
+            raise ValueError(
+                f"{raw}: only local paths and file: URIs can be read (inputs are opened with plain file I/O on every "
+                f"node); mount the storage (NFS, a read-only volume) and pass the mount path")
+        rest = m.group(2)
+        rest = re.sub(r"^//(localhost)?(?=/)", "", rest)
+        raw = rest
+    return os.path.abspath(raw)
+
+
+def audit_key(rule_ids: list[str], options: AuditOptions, ledger: list[dict]) -> str:
+    """A hash of everything the audit's result depends on: the rules (ids and source
+    code, with the shared views they are written against), the options, and the
+    state of the decoded files (the tables are a function of it: every row comes
+    from a file of the ledger at its fingerprint)."""
+    import dataclasses
+    import hashlib
+    import inspect
+    import json
+    import sys
+
+    h = hashlib.sha1()
+    h.update(json.dumps([sorted(rule_ids), dataclasses.asdict(options)], sort_keys=True, default=str).encode())
+    names = sorted(n for n in sys.modules if n == "rules" or n.startswith("rules.")) + [
+        "auditor.engine.views", "auditor.engine.findings", "auditor.batch.audit"]
+    for name in names:
+        try:
+            h.update(inspect.getsource(sys.modules[name]).encode())
+        except (KeyError, OSError, TypeError):
+            h.update(f"<no source: {name}>".encode())
+    ident = ("path", "size", "mtime_ms", "fingerprint", "kind", "cluster_id", "broker_id", "input_root", "topic", "partition")
+    for row in sorted(ledger, key=lambda r: r["path"]):
+        h.update(json.dumps([row.get(k) for k in ident], default=str).encode())
+    return h.hexdigest()
+
+
+def paths(wh: str) -> dict[str, str]:
+    return {"tables": join(wh, "tables"), "ledger": join(wh, "ledger"), "findings": join(wh, "findings"),
+            "runs": join(wh, "runs")}
+
+
+def run_batch(
+    spark,
+    inputs: list[str],
+    warehouse: str,
+    *,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    options: AuditOptions | None = None,
+    only: list[str] | tuple[str, ...] = (),
+    progress: Progress | None = None,
+) -> BatchResult:
+    require_delta(spark)
+    say = progress or (lambda _m: None)
+    t_start = time.monotonic()
+    wh = warehouse_uri(warehouse)
+    p = paths(wh)
+    roots = [input_path(i) for i in inputs]
+    stage: dict[str, float] = {}
+
+    def lap(name: str, t0: float) -> float:
+        now = time.monotonic()
+        stage[name] = round(now - t0, 3)
+        return now
+
+    now_ms = int(time.time() * 1000)
+    info = runs.begin(spark, p["runs"], roots, now_ms)
+    say(f"run {info.run}" + (f" (resuming, attempt {info.attempt})" if info.resumed else ""))
+    crash.point("after-begin")
+    t = time.monotonic()
+
+    previous = [r.asDict() for r in read(spark, p["ledger"]).collect()] if is_delta(spark, p["ledger"]) else []
+    fresh = not previous or bool(missing_tables(spark, wh))
+    plan = make_plan(roots, split_bytes)
+    cs = diff(plan, previous, roots, info.run, now_ms, fresh=fresh)
+    say(f"{len(cs.changed)} of {len(cs.changed) + cs.unchanged} files to decode, {len(cs.gone)} gone"
+        + (" (building every table)" if fresh else ""))
+    t = lap("plan", t)
+
+    dec = write_tables(spark, wh, cs, lambda name, i, n: say(f"table {i + 1}/{n}: {name}"))
+    t = lap("decode", t)
+    write_files(spark, wh, cs, dec)
+    t = lap("files", t)
+    crash.point("before-ledger")
+
+    if fresh or cs.changed or cs.gone:
+        overwrite(arrow_df(spark, pa.Table.from_pylist(cs.ledger, schema=LEDGER_SCHEMA)), p["ledger"])
+    t = lap("ledger", t)
+    crash.point("after-ledger")
+
+    rule_ids = [r.id for r in select_rules(discover(), only)]
+    key = audit_key(rule_ids, options or AuditOptions(), cs.ledger)
+    prev = runs.last_finished(info)
+    if prev is not None and prev.get("audit_key") == key and is_delta(spark, p["findings"]):
+        # the tables hold what they held when run `prev` audited them (same files, same
+        # fingerprints), and rules and options are the same: so are the findings
+        say(f"nothing the audit depends on changed since run {prev['run']}: its findings stand")
+        findings, audited = history.reported_in(spark, p["findings"], prev["run"]), False
+    else:
+        say("rules")
+        findings, audited = run_rules(spark, p["tables"], options, only).findings, True
+    t = lap("audit", t)
+    crash.point("before-merge")
+    with crash.during("merge", spark):
+        history.merge_findings(spark, p["findings"], findings, info.run, info.started_at_ms, rule_ids)
+    counts = history.summary(spark, p["findings"], info.run)
+    t = lap("merge", t)
+    crash.point("after-merge")
+
+    from auditor.ingest.inventory import CLEAN_STATUSES
+
+    bad = [f for f in dec.inventory if f["status"] not in CLEAN_STATUSES]
+    seconds = time.monotonic() - t_start
+    runs.finish(spark, p["runs"], info, {
+        "finished_at_ms": int(time.time() * 1000), "inputs": roots, "files_seen": len(cs.changed) + cs.unchanged,
+        "files_decoded": len(cs.changed), "files_gone": len(cs.gone), "rows_written": sum(dec.rows_written.values()),
+        "table_rows_written": dec.rows_written, "findings_open": counts["open"], "findings_new": counts["new"],
+        "findings_resolved": counts["resolved"], "seconds": round(seconds, 3), "stage_seconds": stage,
+        "audit_key": key, "audited": audited,
+    })
+    return BatchResult(
+        run=info.run, attempt=info.attempt, warehouse=wh, seconds=seconds, files_seen=len(cs.changed) + cs.unchanged,
+        files_decoded=len(cs.changed), files_gone=len(cs.gone), rows_written=dec.rows_written,
+        findings_open=counts["open"], findings_new=counts["new"], findings_resolved=counts["resolved"], fresh=fresh,
+        stage_seconds=stage, bad_files=bad, findings=findings, audited=audited,
+    )

@@ -1,0 +1,345 @@
+"""What a report shows besides the findings: the run summary and the plot series.
+
+``txn-audit report`` reads a findings directory without Spark, so everything
+it shows that is not a finding column — what was read (log dirs, brokers,
+partitions, batches), which transaction versions the dump shows, the LSO-lag
+series and producer sessions of the partitions with findings — is computed
+here, at audit time, while the tables are at hand, and saved next to the
+findings (``_audit.json`` ``summary``, ``_plots.json``).
+
+Cost: this runs after the rules, so it only aggregates. Transactions come from
+``ctx.transactions`` (persisted by the rules; no second sort of ``batches``);
+one grouped scan of ``batches`` per replica feeds both the per-log-dir counts
+and the plots' time ranges; the plot series only touch the few partitions that
+have findings: their batches are bucketed by time (a grouped aggregate, no
+sort) and each plot is capped in points and transactions, so the output stays
+small however large the dump.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from auditor.engine.views import REPLICA
+
+REPORT_DATA_VERSION = 1
+LSO_BUCKETS = 240  # points per LSO-lag series
+MAX_PLOT_PARTITIONS = 40  # partitions with findings that get plots (most severe first)
+MAX_SESSION_TRANSACTIONS = 400  # per partition: every open transaction plus the newest others
+
+
+def build_report_data(ctx, findings: list[dict]) -> tuple[dict, dict]:
+    """``(summary, plots)`` for the audit of ``ctx``; both plain JSON-able dicts."""
+    stats = replica_stats(ctx)
+    summary = build_summary(ctx, stats)
+    plots = build_plots(ctx, findings, stats)
+    return summary, plots
+
+
+def replica_stats(ctx) -> list[dict]:
+    """Per replica: batches, segment batches, first/last segment batch timestamp.
+
+    The one full scan of ``batches`` here; the summary (per log dir) and the
+    plots (time range of each partition with findings) both read it. A row per
+    partition replica, so small enough to collect even for large clusters."""
+    from pyspark.sql import functions as F
+
+    if not ctx.has_rows("batches"):
+        return []
+    seg = F.col("source") == "segment"
+    ts = F.when(seg & (F.col("max_timestamp") >= 0), F.col("max_timestamp"))
+    rows = ctx.table("batches").groupBy(*REPLICA).agg(
+        F.count(F.lit(1)).alias("batches"),
+        F.sum(seg.cast("long")).alias("segment_batches"),
+        F.min(ts).alias("t0"),
+        F.max(ts).alias("t1"),
+    ).collect()
+    return [r.asDict() for r in rows]
+
+
+# -- summary ------------------------------------------------------------------
+
+
+def _manifest(ctx) -> dict:
+    m = ctx.tables_dir / "_ingest.json"
+    try:
+        return json.loads(m.read_text()) if m.exists() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def empty_summary() -> dict[str, Any]:
+    """The summary's keys (docs/report-format.md documents each), before anything was read."""
+    return {
+        "inputs": [],
+        "ingest_run_id": None,
+        "bad_files": None,
+        "clusters": [],
+        "brokers": [],
+        "partitions": 0,
+        "batches": 0,
+        "transactions": {},
+        "transaction_versions": {"seen": [], "commit_markers": {"same_epoch": 0, "epoch_bump": 0},
+                                 "feature_levels": {}, "client_versions": {}},
+        "time_range": {"first_ms": None, "last_ms": None},
+    }
+
+
+def build_summary(ctx, stats: list[dict] | None = None) -> dict[str, Any]:
+    """What was read and what it shows, small enough for ``_audit.json``."""
+    from pyspark.sql import functions as F
+
+    manifest = _manifest(ctx)
+    summary = empty_summary()
+    summary.update(inputs=list(manifest.get("inputs") or []), ingest_run_id=manifest.get("run_id"),
+                   bad_files=manifest.get("bad_files"))
+    if not ctx.has_rows("batches"):
+        return summary
+
+    per_dir: dict[tuple, dict] = {}
+    for r in stats if stats is not None else replica_stats(ctx):
+        d = per_dir.setdefault((r["cluster_id"], r["broker_id"], r["log_dir"]), {
+            "cluster_id": r["cluster_id"], "broker_id": r["broker_id"], "log_dir": r["log_dir"],
+            "partitions": 0, "batches": 0, "first_ms": None, "last_ms": None})
+        d["batches"] += int(r["batches"])
+        d["partitions"] += 1 if r["segment_batches"] else 0
+        if r["t0"] is not None:
+            d["first_ms"] = r["t0"] if d["first_ms"] is None else min(d["first_ms"], r["t0"])
+            d["last_ms"] = r["t1"] if d["last_ms"] is None else max(d["last_ms"], r["t1"])
+    brokers_meta = manifest.get("brokers") or {}
+    brokers = list(per_dir.values())
+    seen_dirs = {b_["log_dir"] for b_ in brokers}
+    for log_dir, meta in brokers_meta.items():  # log dirs that were read but hold no batches
+        if log_dir not in seen_dirs and isinstance(meta, dict):
+            brokers.append({"cluster_id": meta.get("cluster_id"), "broker_id": meta.get("broker_id"),
+                            "log_dir": log_dir, "partitions": 0, "batches": 0, "first_ms": None, "last_ms": None})
+    brokers.sort(key=lambda x: (str(x["cluster_id"]), x["broker_id"] if x["broker_id"] is not None else -1, str(x["log_dir"])))
+    summary["brokers"] = brokers
+    summary["partitions"] = sum(x["partitions"] for x in brokers)
+    summary["batches"] = sum(x["batches"] for x in brokers)
+    firsts = [x["first_ms"] for x in brokers if x["first_ms"] is not None]
+    lasts = [x["last_ms"] for x in brokers if x["last_ms"] is not None]
+    summary["time_range"] = {"first_ms": min(firsts) if firsts else None, "last_ms": max(lasts) if lasts else None}
+
+    # transactions by outcome, and the commit-marker epoch (TV2 bumps it: marker epoch = data epoch + 1;
+    # with transaction.version 0/1 a commit marker carries the data epoch — aborts can be bumped by
+    # the coordinator fencing a producer under any version, so only commits tell the versions apart)
+    t = ctx.transactions
+    commit = F.col("state") == "commit"
+    rows = t.groupBy("cluster_id", "state").agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.when(commit & (F.col("marker_epoch") == F.col("data_epoch_max")), 1).otherwise(0)).alias("same"),
+        F.sum(F.when(commit & (F.col("marker_epoch") == F.col("data_epoch_max") + 1), 1).otherwise(0)).alias("bump"),
+    ).collect()
+    states: dict[str, int] = {}
+    per_cluster: dict[str, dict[str, int]] = {}
+    for r in rows:
+        states[r["state"]] = states.get(r["state"], 0) + int(r["n"])
+        pc = per_cluster.setdefault(r["cluster_id"], {"same_epoch": 0, "epoch_bump": 0})
+        pc["same_epoch"] += int(r["same"] or 0)
+        pc["epoch_bump"] += int(r["bump"] or 0)
+    summary["transactions"] = dict(sorted(states.items()))
+    tv = summary["transaction_versions"]
+    tv["commit_markers"] = {"same_epoch": sum(v["same_epoch"] for v in per_cluster.values()),
+                            "epoch_bump": sum(v["epoch_bump"] for v in per_cluster.values())}
+    seen = set()
+    if tv["commit_markers"]["same_epoch"]:
+        seen.add("0/1")
+    if tv["commit_markers"]["epoch_bump"]:
+        seen.add("2")
+    tv["seen"] = sorted(seen)
+    tv["feature_levels"] = _feature_levels(ctx)
+    tv["client_versions"] = _client_versions(ctx)
+
+    as_of = {r["cluster_id"]: r["as_of_ms"] for r in ctx.as_of.collect()}
+    clusters = sorted({x["cluster_id"] for x in brokers if x["cluster_id"] is not None} | set(as_of))
+    summary["clusters"] = [{
+        "cluster_id": c,
+        "as_of_ms": as_of.get(c),
+        "brokers": sorted({x["broker_id"] for x in brokers if x["cluster_id"] == c and x["broker_id"] is not None}),
+        "transaction_version_feature": tv["feature_levels"].get(c),
+        "commit_markers": per_cluster.get(c, {"same_epoch": 0, "epoch_bump": 0}),
+    } for c in clusters]
+    return summary
+
+
+def _feature_levels(ctx) -> dict[str, int]:
+    """Latest finalized ``transaction.version`` per cluster from the metadata log
+    (a FeatureLevelRecord; snapshot rows count as of their snapshot's end offset)."""
+    if not ctx.has_rows("metadata_records"):
+        return {}
+    rows = (ctx.table("metadata_records")
+            .where("record_type = 'FEATURE_LEVEL_RECORD' AND feature_name = 'transaction.version'")
+            .select("cluster_id", "feature_level", "source", "offset", "snapshot_end_offset").collect())
+    best: dict[str, tuple[int, int]] = {}
+    for r in rows:
+        pos = (r["snapshot_end_offset"] - 1) if r["source"] == "snapshot" and r["snapshot_end_offset"] is not None else (r["offset"] or 0)
+        if r["cluster_id"] not in best or pos >= best[r["cluster_id"]][0]:
+            best[r["cluster_id"]] = (pos, int(r["feature_level"]))
+    return {c: lvl for c, (_, lvl) in sorted(best.items())}
+
+
+def _client_versions(ctx) -> dict[str, int]:
+    """Transactional ids per client transaction version the coordinator recorded
+    (``client_transaction_version``, value version 1 records only)."""
+    from pyspark.sql import functions as F
+
+    if not ctx.has_coordinator_log:
+        return {}
+    rows = (ctx.table("transaction_log")
+            .where("record_type = 'transaction' AND NOT is_tombstone AND client_transaction_version IS NOT NULL")
+            .groupBy("client_transaction_version").agg(F.countDistinct("cluster_id", "transactional_id").alias("ids"))
+            .collect())
+    return {str(r["client_transaction_version"]): int(r["ids"]) for r in sorted(rows, key=lambda r: r[0])}
+
+
+# -- plots --------------------------------------------------------------------
+
+_SEVERITY_ORDER = ("info", "warning", "error", "critical")
+
+
+def affected_partitions(findings: list[dict], limit: int = MAX_PLOT_PARTITIONS) -> tuple[list[tuple], int]:
+    """(cluster_id, topic, partition) of findings that name a partition, most
+    severe first, at most ``limit``; and how many were left out."""
+    worst: dict[tuple, tuple[int, int]] = {}
+    for f in findings:
+        if f.get("topic") is None or f.get("partition") is None:
+            continue
+        k = (f.get("cluster_id"), f["topic"], int(f["partition"]))
+        rank = _SEVERITY_ORDER.index(f["severity"]) if f.get("severity") in _SEVERITY_ORDER else 0
+        r, n = worst.get(k, (-1, 0))
+        worst[k] = (max(r, rank), n + 1)
+    ordered = sorted(worst, key=lambda k: (-worst[k][0], -worst[k][1], str(k[0]), k[1], k[2]))
+    return ordered[:limit], max(0, len(ordered) - limit)
+
+
+def _join_replica(df, small):
+    """``df`` joined to the small broadcast frame ``small`` on the replica key, null-safe:
+    a log dir without meta.properties has no broker id, and its rows must still match."""
+    from pyspark.sql import functions as F
+
+    small = F.broadcast(small.select(*[F.col(c).alias(f"_k_{c}") for c in REPLICA],
+                                     *[c for c in small.columns if c not in REPLICA]))
+    cond = [df[c].eqNullSafe(small[f"_k_{c}"]) for c in REPLICA]
+    return df.join(small, cond, "inner").drop(*[f"_k_{c}" for c in REPLICA])
+
+
+def build_plots(ctx, findings: list[dict], stats: list[dict] | None = None) -> dict[str, Any]:
+    """LSO-lag series and producer sessions for the partitions with findings."""
+    keys, omitted = affected_partitions(findings)
+    plots: dict[str, Any] = {"version": REPORT_DATA_VERSION, "lso_buckets": LSO_BUCKETS,
+                             "max_session_transactions": MAX_SESSION_TRANSACTIONS,
+                             "partitions": [], "omitted_partitions": omitted}
+    if not keys or not ctx.has_rows("batches"):
+        return plots
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    spark = ctx.spark
+    keys_df = F.broadcast(spark.createDataFrame([list(k) for k in keys], "cluster_id string, topic string, partition int"))
+    on = ["cluster_id", "topic", "partition"]
+    b = (ctx.table("batches").where("source = 'segment' AND max_timestamp >= 0")
+         .select(*REPLICA, "last_offset", "max_timestamp").join(keys_df, on, "inner"))
+    wanted = set(keys)
+    ranges = [r for r in (stats if stats is not None else replica_stats(ctx))
+              if (r["cluster_id"], r["topic"], r["partition"]) in wanted and r["t0"] is not None]
+    if not ranges:
+        return plots
+    n = LSO_BUCKETS
+    rng_rows = []
+    for r in ranges:
+        width = max(1, math.ceil((r["t1"] - r["t0"] + 1) / n))
+        rng_rows.append([*(r[c] for c in REPLICA), int(r["t0"]), int(r["t1"]), int(width)])
+    rng = spark.createDataFrame(
+        rng_rows, "cluster_id string, broker_id int, log_dir string, topic string, partition int, t0 long, t1 long, width long")
+
+    def bucket(col):
+        return F.least(F.greatest(F.floor((col - F.col("t0")) / F.col("width")), F.lit(0)), F.lit(n - 1)).cast("int")
+
+    # log end offset at the end of each time bucket (max offset appended in it; made monotonic below)
+    ends = (_join_replica(b, rng).groupBy(*REPLICA, bucket(F.col("max_timestamp")).alias("bucket"))
+            .agg((F.max("last_offset") + 1).alias("end")).collect())
+
+    # open transactions at the end of each bucket: the earliest one pins the LSO
+    tx = _join_replica(ctx.transactions.where("first_offset IS NOT NULL"), rng)
+    b_start = bucket(F.col("first_timestamp"))
+    b_last = F.when(F.col("marker_timestamp").isNull(), F.lit(n - 1)).otherwise(bucket(F.col("marker_timestamp")) - 1)
+    pins = (tx.withColumn("_b0", b_start).withColumn("_b1", b_last).where("_b1 >= _b0")
+            .select(*REPLICA, F.explode(F.sequence("_b0", "_b1")).alias("bucket"),
+                    F.struct("first_offset", "first_timestamp", "producer_id").alias("txn"))
+            .groupBy(*REPLICA, "bucket").agg(F.min("txn").alias("pin"), F.count(F.lit(1)).alias("open")).collect())
+
+    # producer sessions: every open transaction plus the newest others
+    w = Window.partitionBy(*REPLICA).orderBy(F.coalesce("first_offset", "marker_offset").desc())
+    sess = _join_replica(ctx.transactions, rng.select(*REPLICA))
+    if ctx.has_coordinator_log:
+        ids = ctx.producer_transactional_ids.groupBy("cluster_id", "producer_id").agg(F.min("transactional_id").alias("transactional_id"))
+        sess = sess.join(ids, ["cluster_id", "producer_id"], "left")
+    else:
+        sess = sess.withColumn("transactional_id", F.lit(None).cast("string"))
+    sess = (sess.withColumn("_rn", F.row_number().over(w))
+            .withColumn("_total", F.count(F.lit(1)).over(Window.partitionBy(*REPLICA)))
+            .where((F.col("_rn") <= MAX_SESSION_TRANSACTIONS) | (F.col("state") == "open"))
+            .select(*REPLICA, "_total", "producer_id", "transactional_id",
+                    F.col("data_epoch_max").alias("producer_epoch"), "marker_epoch", "state",
+                    "first_offset", F.col("last_data_offset").alias("last_offset"), "first_timestamp",
+                    F.col("last_data_timestamp").alias("last_timestamp"), "marker_offset", "marker_type",
+                    "marker_timestamp", "coordinator_epoch", "data_batches")
+            .collect())
+
+    hw_rows = _join_replica(ctx.partitions, rng.select(*REPLICA)).select(
+        *REPLICA, "high_watermark", "log_end_offset", "log_start_offset").collect()
+
+    def key(r) -> tuple:
+        return tuple(r[c] for c in REPLICA)
+
+    ends_by: dict[tuple, dict[int, int]] = {}
+    for r in ends:
+        ends_by.setdefault(key(r), {})[r["bucket"]] = int(r["end"])
+    pins_by: dict[tuple, dict[int, Any]] = {}
+    for r in pins:
+        pins_by.setdefault(key(r), {})[r["bucket"]] = (r["pin"], int(r["open"]))
+    sess_by: dict[tuple, list] = {}
+    totals: dict[tuple, int] = {}
+    for r in sess:
+        d = r.asDict()
+        totals[key(r)] = int(d.pop("_total"))
+        for c in REPLICA:
+            d.pop(c)
+        sess_by.setdefault(key(r), []).append(d)
+    hw_by = {key(r): r for r in hw_rows}
+
+    out = []
+    for r in sorted(rng_rows, key=lambda x: (keys.index((x[0], x[3], x[4])), str(x[2]), x[1] or 0)):
+        k = tuple(r[:5])
+        t0, t1, width = r[5], r[6], r[7]
+        series = []
+        end = 0
+        last_bucket = min(n - 1, (t1 - t0) // width)
+        for bkt in range(last_bucket + 1):
+            end = max(end, ends_by.get(k, {}).get(bkt, 0))
+            t = min(t0 + (bkt + 1) * width - 1, t1)
+            pin, nopen = pins_by.get(k, {}).get(bkt, (None, 0))
+            lso = min(int(pin["first_offset"]), end) if pin is not None else end
+            series.append({
+                "t": int(t), "log_end": int(end), "lso": int(lso), "lag": int(end - lso),
+                "lag_ms": int(max(0, t - pin["first_timestamp"])) if pin is not None and lso < end else 0,
+                "pinned_by": int(pin["producer_id"]) if pin is not None and lso < end else None,
+                "open": nopen,
+            })
+        sessions = sorted(sess_by.get(k, []), key=lambda s: (s["first_offset"] if s["first_offset"] is not None else s["marker_offset"] or 0))
+        p = hw_by.get(k)
+        out.append({
+            **dict(zip(REPLICA, k)),
+            "t0": t0, "t1": t1, "bucket_ms": width,
+            "high_watermark": p["high_watermark"] if p else None,
+            "log_end_offset": p["log_end_offset"] if p else None,
+            "log_start_offset": p["log_start_offset"] if p else None,
+            "lso_lag": series,
+            "transactions_total": totals.get(k, 0),
+            "sessions": sessions,
+        })
+    plots["partitions"] = out
+    return plots

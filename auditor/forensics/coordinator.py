@@ -1,0 +1,267 @@
+"""Which ``__transaction_state`` partition owns a transactional id, and what it recorded.
+
+The broker maps a transactional id to a partition of ``__transaction_state``
+with ``Utils.abs(transactionalId.hashCode) % transactionTopicPartitionCount``
+(``TransactionStateManager.partitionFor``); the leader of that partition is
+the id's transaction coordinator. Offline, that is how an operator finds which
+directory of which broker holds an id's history, so the formula has to be the
+broker's bit for bit:
+
+* ``String.hashCode`` runs over UTF-16 code units (a character outside the
+  BMP counts as its two surrogates), ``h = 31 * h + unit`` in int32 arithmetic;
+* Kafka's ``Utils.abs`` maps ``Integer.MIN_VALUE`` to 0, where ``Math.abs``
+  would leave it negative (and Python's ``abs`` would give 2**31).
+
+The partition count is the number of partitions the topic actually has (the
+broker reads it from the metadata when the topic exists, the config
+``transaction.state.log.num.partitions`` only before it is created), so it is
+taken from the dump's metadata log when there is one.
+
+Reads use pyarrow with filters: the lookup touches three small tables and
+should not pay for a Spark session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TXN_TOPIC = "__transaction_state"
+DEFAULT_PARTITIONS = 50  # transaction.state.log.num.partitions default
+_INT_MIN = -(2**31)
+
+
+def java_string_hash(s: str) -> int:
+    """``java.lang.String.hashCode()``: s[0]*31^(n-1) + ... + s[n-1] over UTF-16
+    code units, wrapped to a signed 32-bit int."""
+    h = 0
+    units = s.encode("utf-16-be", errors="surrogatepass")
+    for i in range(0, len(units), 2):
+        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def kafka_abs(n: int) -> int:
+    """``org.apache.kafka.common.utils.Utils.abs``: |n|, but 0 for Integer.MIN_VALUE."""
+    return 0 if n == _INT_MIN else abs(n)
+
+
+def coordinator_partition(transactional_id: str, partitions: int) -> int:
+    """The ``__transaction_state`` partition the broker assigns to ``transactional_id``."""
+    if partitions <= 0:
+        raise ValueError("the partition count must be positive")
+    return kafka_abs(java_string_hash(transactional_id)) % partitions
+
+
+@dataclass
+class PartitionCount:
+    """How many ``__transaction_state`` partitions a cluster has, and how we know."""
+
+    count: int
+    source: str  # "--partitions", "metadata", "log dirs", "default"
+    detail: str
+
+
+@dataclass
+class Lookup:
+    """One cluster's answer for a transactional id."""
+
+    cluster_id: str | None
+    transactional_id: str
+    java_hash: int
+    partitions: PartitionCount
+    partition: int
+    records: list[dict[str, Any]] = field(default_factory=list)
+    brokers: list[int] = field(default_factory=list)  # brokers whose copy the records came from
+    stored_in: list[int] = field(default_factory=list)  # partitions the records were actually found in
+
+
+def _dataset(tables_dir: Path, name: str):
+    """A pyarrow dataset for a table, or None when the dump has no such table."""
+    import pyarrow.dataset as ds
+
+    p = tables_dir / name
+    if not p.is_dir():
+        return None
+    return ds.dataset(str(p), format="parquet")
+
+
+def _cluster_key(cluster_id: str | None, log_dir: str | None) -> str | None:
+    """Clusters without a cluster.id are keyed by log dir, as the audit views do."""
+    if cluster_id is not None:
+        return cluster_id
+    return f"logdir:{log_dir}" if log_dir is not None else None
+
+
+def _metadata_counts(tables_dir: Path) -> dict[str | None, int]:
+    """Per cluster: partitions of the live ``__transaction_state`` topic per the
+    KRaft metadata log (TopicRecord names it, PartitionRecords number it)."""
+    import pyarrow.compute as pc
+
+    d = _dataset(tables_dir, "metadata_records")
+    if d is None:
+        return {}
+    want = ["cluster_id", "log_dir", "record_type", "topic_name", "topic_id", "partition_id"]
+    kinds = pc.field("record_type").isin(["TOPIC_RECORD", "PARTITION_RECORD", "REMOVE_TOPIC_RECORD"])
+    rows = d.to_table(columns=want, filter=kinds).to_pylist()
+    topic_ids: dict[str | None, set[str]] = {}
+    removed: dict[str | None, set[str]] = {}
+    parts: dict[tuple[str | None, str], set[int]] = {}
+    for r in rows:
+        c = _cluster_key(r["cluster_id"], r["log_dir"])
+        if r["record_type"] == "TOPIC_RECORD" and r["topic_name"] == TXN_TOPIC and r["topic_id"]:
+            topic_ids.setdefault(c, set()).add(r["topic_id"])
+        elif r["record_type"] == "REMOVE_TOPIC_RECORD" and r["topic_id"]:
+            removed.setdefault(c, set()).add(r["topic_id"])
+        elif r["record_type"] == "PARTITION_RECORD" and r["topic_id"] and r["partition_id"] is not None:
+            parts.setdefault((c, r["topic_id"]), set()).add(r["partition_id"])
+    out: dict[str | None, int] = {}
+    for c, ids in topic_ids.items():
+        live = (ids - removed.get(c, set())) or ids
+        n = max((len(parts.get((c, t), ())) for t in live), default=0)
+        if n:
+            out[c] = n
+    return out
+
+
+def _logdir_counts(tables_dir: Path) -> dict[str | None, int]:
+    """Per cluster: highest ``__transaction_state-K`` directory found + 1 (a lower
+    bound: a broker replicates only some partitions, and not every broker may
+    have been dumped)."""
+    import pyarrow.compute as pc
+
+    d = _dataset(tables_dir, "files")
+    if d is None:
+        return {}
+    rows = d.to_table(columns=["cluster_id", "log_dir", "partition"],
+                      filter=(pc.field("topic") == TXN_TOPIC) & pc.field("partition").is_valid()).to_pylist()
+    out: dict[str | None, int] = {}
+    for r in rows:
+        c = _cluster_key(r["cluster_id"], r["log_dir"])
+        out[c] = max(out.get(c, 0), r["partition"] + 1)
+    return out
+
+
+def _known_clusters(tables_dir: Path) -> list[str | None]:
+    d = _dataset(tables_dir, "files")
+    if d is None:
+        return []
+    rows = d.to_table(columns=["cluster_id", "log_dir"]).to_pylist()
+    keys = {_cluster_key(r["cluster_id"], r["log_dir"]) for r in rows if r["log_dir"] is not None}
+    return sorted(keys, key=lambda k: (k is None, k or ""))
+
+
+def partition_counts(tables_dir: str | Path, option: int | None) -> tuple[dict[str | None, PartitionCount], PartitionCount]:
+    """Partition count per cluster, plus the one used for a cluster the dump says nothing about.
+
+    Precedence: ``--partitions``; the metadata log; the log dirs; Kafka's default (50).
+    """
+    if option is not None:
+        pc_ = PartitionCount(option, "--partitions", "given with --partitions")
+        return {}, pc_
+    root = Path(tables_dir)
+    out: dict[str | None, PartitionCount] = {}
+    for c, n in _logdir_counts(root).items():
+        out[c] = PartitionCount(n, "log dirs", f"highest {TXN_TOPIC}-K directory in the dump + 1 (a lower bound "
+                                               "if some brokers were not dumped)")
+    for c, n in _metadata_counts(root).items():
+        out[c] = PartitionCount(n, "metadata", f"PartitionRecords of {TXN_TOPIC} in the metadata log")
+    default = PartitionCount(DEFAULT_PARTITIONS, "default",
+                             "transaction.state.log.num.partitions default (no metadata or log dirs of the topic)")
+    return out, default
+
+
+_RECORD_COLUMNS = [
+    "cluster_id", "broker_id", "log_dir", "partition", "offset", "timestamp", "record_type", "transactional_id",
+    "value_version", "is_tombstone", "producer_id", "previous_producer_id", "next_producer_id", "producer_epoch",
+    "transaction_timeout_ms", "state", "topic_partitions", "last_update_timestamp_ms", "start_timestamp_ms",
+    "client_transaction_version",
+]
+
+
+def _records(tables_dir: Path, transactional_id: str) -> list[dict[str, Any]]:
+    """Every ``transaction_log`` row for the id, one copy per (cluster, partition,
+    offset): several brokers replicate a ``__transaction_state`` partition, and
+    the lowest broker id's copy is kept."""
+    import pyarrow.compute as pc
+
+    d = _dataset(tables_dir, "transaction_log")
+    if d is None:
+        return []
+    cols = [c for c in _RECORD_COLUMNS if c in d.schema.names]
+    rows = d.to_table(columns=cols, filter=pc.field("transactional_id") == transactional_id).to_pylist()
+    best: dict[tuple, dict] = {}
+    for r in rows:
+        r["cluster_id"] = _cluster_key(r["cluster_id"], r["log_dir"])
+        k = (r["cluster_id"], r["partition"], r["offset"])
+        cur = best.get(k)
+        if cur is None or (r["broker_id"] if r["broker_id"] is not None else 1 << 40) < (
+                cur["broker_id"] if cur["broker_id"] is not None else 1 << 40):
+            best[k] = r
+    return sorted(best.values(), key=lambda r: (r["cluster_id"] or "", r["partition"], r["offset"]))
+
+
+def lookup(tables_dir: str | Path, transactional_id: str, partitions: int | None = None) -> list[Lookup]:
+    """One :class:`Lookup` per cluster holding records of the id, or per cluster
+    in the dump when none does (a single cluster-less answer for an empty dump)."""
+    root = Path(tables_dir)
+    counts, default = partition_counts(root, partitions)
+    records = _records(root, transactional_id)
+    clusters: list[str | None] = sorted({r["cluster_id"] for r in records}, key=lambda k: (k is None, k or ""))
+    if not clusters:
+        clusters = _known_clusters(root) or [None]
+    h = java_string_hash(transactional_id)
+    out = []
+    for c in clusters:
+        n = counts.get(c, default)
+        mine = [r for r in records if r["cluster_id"] == c]
+        out.append(Lookup(
+            cluster_id=c, transactional_id=transactional_id, java_hash=h, partitions=n,
+            partition=coordinator_partition(transactional_id, n.count), records=mine,
+            brokers=sorted({r["broker_id"] for r in mine if r["broker_id"] is not None}),
+            stored_in=sorted({r["partition"] for r in mine}),
+        ))
+    return out
+
+
+def record_json(r: dict[str, Any]) -> dict[str, Any]:
+    """A ``transaction_log`` row as a flat JSON object (partitions as ``topic-N``)."""
+    from auditor.forensics.replay import iso_ms
+
+    tps = r.get("topic_partitions")
+    return {
+        "type": "record",
+        "cluster_id": r["cluster_id"],
+        "broker_id": r.get("broker_id"),
+        "coordinator_partition": r["partition"],
+        "offset": r["offset"],
+        "timestamp": r.get("timestamp"),
+        "time": iso_ms(r.get("timestamp")),
+        "is_tombstone": bool(r.get("is_tombstone")),
+        "state": r.get("state"),
+        "producer_id": r.get("producer_id"),
+        "producer_epoch": r.get("producer_epoch"),
+        "previous_producer_id": r.get("previous_producer_id"),
+        "next_producer_id": r.get("next_producer_id"),
+        "transaction_timeout_ms": r.get("transaction_timeout_ms"),
+        "topic_partitions": None if tps is None else [f"{tp['topic']}-{tp['partition']}" for tp in tps],
+        "last_update_timestamp_ms": r.get("last_update_timestamp_ms"),
+        "start_timestamp_ms": r.get("start_timestamp_ms"),
+        "client_transaction_version": r.get("client_transaction_version"),
+    }
+
+
+def lookup_json(lk: Lookup) -> dict[str, Any]:
+    return {
+        "type": "coordinator",
+        "transactional_id": lk.transactional_id,
+        "cluster_id": lk.cluster_id,
+        "java_hash": lk.java_hash,
+        "partition": lk.partition,
+        "partitions": lk.partitions.count,
+        "partitions_source": lk.partitions.source,
+        "records": len(lk.records),
+        "stored_in": lk.stored_in,
+    }
+

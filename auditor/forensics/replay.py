@@ -1,0 +1,358 @@
+"""Replay one partition replica's batches in offset order, interleaved with coordinator records.
+
+The broker decides the last stable offset (LSO) from state it rebuilds the same
+way: per producer, the first offset of its open transaction (set by the first
+transactional data batch after its previous marker, cleared by a COMMIT/ABORT
+marker); the LSO is the earliest of those, else the log end
+(``ProducerStateManager.firstUnstableOffset``, capped by the high watermark).
+Replaying the batches in offset order therefore gives the LSO at every point of
+the log, which is what a forensic timeline needs to show *when* a partition got
+stuck and by whom.
+
+Pure Python on purpose: Spark selects and sorts the (bounded) rows, this module
+consumes them as a stream, so its memory is the number of open transactions and
+pending runs, not the partition's size. Events are flat dicts with a fixed set
+of common keys (see :data:`COMMON_KEYS`) so ``--format jsonl`` has a stable shape.
+
+Offline there is no history of the high watermark: only the
+``replication-offset-checkpoint`` value at the time of the dump. The per-event
+``lso`` is therefore the broker's first-unstable-offset view (earliest open
+transaction, else the log end at that point), and only the final ``end`` event
+caps it by the checkpointed high watermark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterable, Iterator, Mapping
+
+COMMON_KEYS = ("event", "source", "time_ms", "time", "offset", "last_offset", "producer_id", "producer_epoch",
+               "transactional_id", "lso", "log_end", "detail")
+MARKER_TYPES = ("COMMIT", "ABORT")
+
+
+def iso_ms(ms: int | None) -> str | None:
+    """Epoch milliseconds as ISO-8601 UTC with milliseconds (``2026-11-20T10:00:00.123Z``)."""
+    if ms is None or ms < 0:
+        return None
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _n(count: int | None, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+@dataclass
+class ReplayOptions:
+    """What the view shows; bounds are already resolved to offsets by the caller."""
+
+    topic: str | None = None  # the partition replayed: coordinator records say whether they name it
+    partition: int | None = None
+    producer_id: int | None = None  # show only this producer's batches (the LSO still counts everyone)
+    summary: bool = True  # collapse runs of ordinary data batches of one producer session
+    bounded_from: bool = False  # the view starts after the log start (--from given)
+    coord_from_ms: int | None = None  # --from as a time: coordinator records before it are hidden
+    coord_to_ms: int | None = None  # --to as a time: coordinator records after it are hidden
+    from_is_offset: bool = False  # --from as an offset: coordinator records before the first batch are hidden
+    to_is_offset: bool = False  # --to as an offset: coordinator records after the last batch are hidden
+    end_offset: int | None = None  # log end at the end of the view (replica log end, or --to + 1)
+    high_watermark: int | None = None  # replication-offset-checkpoint, when the view reaches the log end
+
+
+class _Peek:
+    """An iterator with one element of look-ahead."""
+
+    def __init__(self, it: Iterable[Mapping[str, Any]]) -> None:
+        self._it = iter(it)
+        self._head: Mapping[str, Any] | None = None
+        self._done = False
+
+    def head(self) -> Mapping[str, Any] | None:
+        if self._head is None and not self._done:
+            try:
+                self._head = next(self._it)
+            except StopIteration:
+                self._done = True
+        return self._head
+
+    def pop(self) -> Mapping[str, Any]:
+        h = self.head()
+        assert h is not None
+        self._head = None
+        return h
+
+
+class Replay:
+    """One pass over a partition's batches (offset order) and the involved ids'
+    coordinator records (time order), yielding timeline events.
+
+    ``initial_open`` is the open-transaction state at the start of the view
+    (``(producer_id, first_offset, epoch)``, from the rows before ``--from``), so
+    a view starting in the middle of a long log needs no replay of its prefix.
+    """
+
+    def __init__(self, options: ReplayOptions, tid_by_pid: Mapping[int, str] | None = None,
+                 initial_open: Iterable[tuple[int, int, int]] = ()) -> None:
+        self.opts = options
+        self.tid_by_pid = dict(tid_by_pid or {})
+        # producer id -> (first offset, epoch) of its open transaction; insertion order is offset
+        # order (rows arrive sorted), so the first entry is the one holding the LSO
+        self._open: dict[int, tuple[int, int]] = {}
+        for pid, first, epoch in sorted(initial_open, key=lambda t: t[1]):
+            self._open[pid] = (first, epoch)
+        self._epoch: dict[int, int] = {}  # producer id -> last epoch seen (sessions)
+        self._runs: dict[tuple, dict[str, Any]] = {}
+        self._coord_state: dict[str, str] = {}
+        self.log_end: int | None = None
+        self._last_offset: int | None = None
+        self._first_batch_ms: int | None = None
+        self._last_ms: int | None = None
+        self.skipped_duplicates = 0
+        self.batches_seen = 0
+
+    # -- helpers -------------------------------------------------------------
+    def _tid(self, pid: int | None) -> str | None:
+        return None if pid is None else self.tid_by_pid.get(pid)
+
+    def _pinned(self) -> tuple[int, int, int] | None:
+        """(first offset, producer id, epoch) of the earliest open transaction, if any."""
+        for pid, (first, epoch) in self._open.items():
+            return first, pid, epoch
+        return None
+
+    @property
+    def lso(self) -> int | None:
+        p = self._pinned()
+        return p[0] if p else self.log_end
+
+    def _event(self, event: str, source: str, time_ms: int | None, *, offset: int | None = None,
+               last_offset: int | None = None, producer_id: int | None = None, producer_epoch: int | None = None,
+               detail: str = "", **extra: Any) -> dict[str, Any]:
+        ev = {"event": event, "source": source, "time_ms": time_ms, "time": iso_ms(time_ms), "offset": offset,
+              "last_offset": last_offset, "producer_id": producer_id, "producer_epoch": producer_epoch,
+              "transactional_id": self._tid(producer_id), "lso": self.lso, "log_end": self.log_end, "detail": detail}
+        ev.update(extra)
+        return ev
+
+    def _visible(self, pid: int) -> bool:
+        return self.opts.producer_id is None or pid == self.opts.producer_id
+
+    # -- data ------------------------------------------------------------------
+    @staticmethod
+    def _seq(b: Mapping[str, Any]) -> str:
+        if b["base_sequence"] is None or b["base_sequence"] < 0:
+            return ""
+        return f" seq {b['base_sequence']}..{b['last_sequence']}"
+
+    def _data_event(self, b: Mapping[str, Any], opens: bool, session: str | None) -> dict[str, Any]:
+        kind = "transactional" if b["is_transactional"] else ("idempotent" if b["producer_id"] >= 0 else "plain")
+        text = f"{kind} data batch, {_n(b['record_count'], 'record')}{self._seq(b)}"
+        if opens:
+            text += "; opens a transaction"
+        if session:
+            text += f"; {session}"
+        return self._event(
+            "data", "log", b["max_timestamp"], offset=b["base_offset"], last_offset=b["last_offset"],
+            producer_id=b["producer_id"], producer_epoch=b["producer_epoch"], detail=text, batches=1,
+            records=b["record_count"], first_sequence=b["base_sequence"], last_sequence=b["last_sequence"],
+            transactional=bool(b["is_transactional"]), opens_transaction=opens, session_start=session is not None)
+
+    def _add_to_run(self, b: Mapping[str, Any]) -> None:
+        key = (b["producer_id"], b["producer_epoch"], bool(b["is_transactional"]))
+        r = self._runs.get(key)
+        if r is None:
+            self._runs[key] = r = {"first": b, "batches": 0, "records": 0}
+        r["last"] = b
+        r["batches"] += 1
+        r["records"] += b["record_count"] or 0
+        r["lso"], r["log_end"] = self.lso, self.log_end
+
+    def _flush(self) -> Iterator[dict[str, Any]]:
+        """Pending runs, oldest first: they all precede the event about to be shown."""
+        runs = sorted(self._runs.values(), key=lambda r: r["first"]["base_offset"])
+        self._runs.clear()
+        for r in runs:
+            f, la = r["first"], r["last"]
+            if r["batches"] == 1:
+                ev = self._data_event(f, False, None)
+            else:
+                kind = "transactional" if f["is_transactional"] else ("idempotent" if f["producer_id"] >= 0 else "plain")
+                seq = (f" seq {f['base_sequence']}..{la['last_sequence']}"
+                       if f["base_sequence"] is not None and f["base_sequence"] >= 0 else "")
+                ev = self._event(
+                    "data-run", "log", f["max_timestamp"], offset=f["base_offset"], last_offset=la["last_offset"],
+                    producer_id=f["producer_id"], producer_epoch=f["producer_epoch"],
+                    detail=f"{r['batches']} {kind} data batches, {_n(r['records'], 'record')}{seq}",
+                    batches=r["batches"], records=r["records"], first_sequence=f["base_sequence"],
+                    last_sequence=la["last_sequence"], transactional=bool(f["is_transactional"]),
+                    opens_transaction=False, session_start=False, last_time_ms=la["max_timestamp"])
+            ev["lso"], ev["log_end"] = r["lso"], r["log_end"]
+            yield ev
+
+    def _session(self, pid: int, epoch: int) -> str | None:
+        """A note when this batch starts a producer session (new producer id, or a new epoch)."""
+        if pid < 0:
+            return None
+        prev = self._epoch.get(pid)
+        self._epoch[pid] = epoch
+        if prev is None:
+            return "first batch of this producer in the view" if self.opts.bounded_from else "new producer"
+        if prev != epoch:
+            return f"new producer session (epoch {prev} -> {epoch})"
+        return None
+
+    def _lso_event(self, before: tuple | None, time_ms: int | None) -> Iterator[dict[str, Any]]:
+        after = self._pinned()
+        if after == before:
+            return
+        if after is None:
+            yield self._event("lso", "replay", time_ms, offset=self.log_end, pinned=False,
+                              detail=f"LSO moved to {self.log_end}: no open transaction, it follows the log end")
+            return
+        first, pid, epoch = after
+        tid = self._tid(pid)
+        who = f"producer {pid}/{epoch}" + (f" ({tid})" if tid else "")
+        if before is None:
+            text = f"LSO held at {first} by the open transaction of {who}"
+        else:
+            text = f"LSO moved to {first}: the earliest open transaction is now {who}'s"
+        yield self._event("lso", "replay", time_ms, offset=first, producer_id=pid, producer_epoch=epoch,
+                          pinned=True, detail=text)
+
+    def _batch(self, b: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        pid, epoch = b["producer_id"], b["producer_epoch"]
+        visible = self._visible(pid)
+        before = self._pinned()
+        self.log_end = b["last_offset"] + 1
+        self._last_offset = b["last_offset"]
+        self._last_ms = b["max_timestamp"]
+        self.batches_seen += 1
+        if b["is_control"]:
+            session = self._session(pid, epoch) if b["control_type"] in MARKER_TYPES else None
+            if b["control_type"] in MARKER_TYPES:
+                started = self._open.pop(pid, None)
+                if visible:
+                    if started is not None:
+                        closes = f"closes the transaction from offset {started[0]}"
+                        if started[1] != epoch:
+                            closes += f" (data epoch {started[1]}, marker epoch {epoch})"
+                    else:
+                        closes = "no open transaction of this producer here"
+                    if session:
+                        closes += f"; {session}"
+                    yield from self._flush()
+                    yield self._event(
+                        "marker", "log", b["max_timestamp"], offset=b["base_offset"], last_offset=b["last_offset"],
+                        producer_id=pid, producer_epoch=epoch, control_type=b["control_type"],
+                        coordinator_epoch=b["coordinator_epoch"], closes_offset=started[0] if started else None,
+                        detail=f"{b['control_type']} marker coordEpoch {b['coordinator_epoch']}; {closes}")
+            elif visible:
+                yield from self._flush()
+                yield self._event("control", "log", b["max_timestamp"], offset=b["base_offset"],
+                                  last_offset=b["last_offset"], producer_id=pid, producer_epoch=epoch,
+                                  control_type=b["control_type"], detail=f"{b['control_type']} control batch")
+        else:
+            opens = bool(b["is_transactional"]) and pid >= 0 and pid not in self._open
+            if opens:
+                self._open[pid] = (b["base_offset"], epoch)
+            session = self._session(pid, epoch)
+            if visible:
+                if opens or session or not self.opts.summary:
+                    yield from self._flush()
+                    yield self._data_event(b, opens, session)
+                else:
+                    self._add_to_run(b)
+        if self._pinned() != before:
+            yield from self._flush()
+            yield from self._lso_event(before, b["max_timestamp"])
+
+    # -- coordinator -------------------------------------------------------------
+    def _coordinator_visible(self, r: Mapping[str, Any]) -> bool:
+        ts = r["timestamp"]
+        if self.opts.coord_from_ms is not None and ts < self.opts.coord_from_ms:
+            return False
+        if self.opts.coord_to_ms is not None and ts > self.opts.coord_to_ms:
+            return False
+        if self.opts.from_is_offset and (self._first_batch_ms is None or ts < self._first_batch_ms):
+            return False
+        return True
+
+    def _coordinator(self, r: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        tid = r["transactional_id"]
+        prev = self._coord_state.get(tid)
+        state = "tombstone" if r["is_tombstone"] else r["state"]
+        self._coord_state[tid] = state
+        if not self._coordinator_visible(r):
+            return
+        tps = r.get("topic_partitions")
+        parts = None if tps is None else [f"{tp['topic']}-{tp['partition']}" for tp in tps]
+        if r["is_tombstone"]:
+            text = "tombstone: the transactional id expired or was removed"
+        else:
+            text = f"{prev} -> {state}" if prev else state
+            if parts:
+                text += " [" + ", ".join(parts) + "]"
+        # an id's other transactions are shown too (they tell whether the coordinator moved on),
+        # flagged so a reader can tell them from the ones that touch this partition
+        names = None if not parts else f"{self.opts.topic}-{self.opts.partition}" in parts
+        yield from self._flush()
+        ev = self._event(
+            "coordinator", "coordinator", r["timestamp"], producer_id=r.get("producer_id"),
+            producer_epoch=r.get("producer_epoch"), detail=text, state=state, previous_state=prev,
+            tombstone=bool(r["is_tombstone"]), partitions=parts, names_partition=names,
+            coordinator_partition=r["partition"],
+            coordinator_offset=r["offset"], transaction_timeout_ms=r.get("transaction_timeout_ms"),
+            previous_producer_id=r.get("previous_producer_id"), next_producer_id=r.get("next_producer_id"),
+            last_update_timestamp_ms=r.get("last_update_timestamp_ms"))
+        ev["transactional_id"] = tid  # the record names it, whatever the producer id maps to
+        yield ev
+
+    # -- the pass ------------------------------------------------------------------
+    def run(self, batches: Iterable[Mapping[str, Any]], coordinator: Iterable[Mapping[str, Any]] = ()
+            ) -> Iterator[dict[str, Any]]:
+        """Yield the events; the last one is always ``end``."""
+        coord = _Peek(coordinator)
+        for b in batches:
+            if self._last_offset is not None and b["base_offset"] <= self._last_offset:
+                # another copy of offsets already replayed (.deleted/.cleaned/.swap file): the live one came first
+                self.skipped_duplicates += 1
+                continue
+            ts = b["max_timestamp"]
+            if self._first_batch_ms is None:
+                self._first_batch_ms = ts
+            while (h := coord.head()) is not None and h["timestamp"] <= ts:
+                yield from self._coordinator(coord.pop())
+            yield from self._batch(b)
+        yield from self._flush()
+        if not self.opts.to_is_offset:
+            while coord.head() is not None:
+                yield from self._coordinator(coord.pop())
+        yield self._end()
+
+    def _end(self) -> dict[str, Any]:
+        end = self.opts.end_offset if self.opts.end_offset is not None else self.log_end
+        self.log_end = end
+        hw = self.opts.high_watermark
+        pinned = self._pinned()
+        lso = pinned[0] if pinned else end
+        if hw is not None and lso is not None:
+            lso = min(lso, hw)
+        opened = [{"producer_id": pid, "producer_epoch": epoch, "first_offset": first,
+                   "transactional_id": self._tid(pid)} for pid, (first, epoch) in self._open.items()]
+        parts = [f"log end {end}"]
+        parts.append(f"high watermark {hw} (replication-offset-checkpoint)" if hw is not None
+                     else "high watermark unknown (no checkpoint for this view)")
+        text = ", ".join(parts) + f"; LSO {lso}"
+        if opened:
+            text += ": held by " + ", ".join(
+                f"producer {o['producer_id']}/{o['producer_epoch']}"
+                + (f" ({o['transactional_id']})" if o["transactional_id"] else "") + f" since {o['first_offset']}"
+                for o in opened)
+        ev = self._event("end", "replay", self._last_ms, offset=end, detail=text, high_watermark=hw,
+                         open_transactions=opened, skipped_duplicates=self.skipped_duplicates)
+        ev["lso"] = lso
+        return ev

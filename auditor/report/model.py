@@ -1,0 +1,377 @@
+"""The report as data: findings (filtered, ordered), the run summary, plot series.
+
+Every format renders one :class:`Report`, built either from an audit that just
+ran (``scan`` / ``audit``) or from a findings directory written earlier
+(``report``), so all three commands share formats, filters and exit status.
+Loading a findings directory uses pyarrow only: no Spark, no JVM.
+
+Filters apply to findings (files → tables → findings → reports): the findings
+directory always holds every finding of the run, and a report shows a subset.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from auditor.engine.findings import FINDING_COLUMNS
+from auditor.engine.rule import SEVERITIES, severity_rank
+
+SCHEMA_VERSION = 1  # of the JSON report (docs/report-format.md); bump on incompatible changes
+BROKER_PLACEHOLDER = "<broker:port>"
+
+
+class FindingsDirError(Exception):
+    """The path is not a findings directory (``audit --out`` / ``scan --out``) or cannot be read."""
+
+
+# -- parsing filter values ----------------------------------------------------
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$", re.IGNORECASE)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration(text: str) -> int:
+    """``30s``, ``15m``, ``2h``, ``1d``, ``250ms`` or a bare number of milliseconds → ms."""
+    m = _DURATION.match(str(text))
+    if not m:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 30s, 15m, 2h, 1d, 500ms or milliseconds)")
+    value, unit = float(m.group(1)), (m.group(2) or "ms").lower()
+    return int(round(value * _UNIT_MS[unit]))
+
+
+def parse_time(text: str) -> int:
+    """An ISO-8601 instant (``2024-05-01T12:00:00Z``, ``2024-05-01 12:00``, ``2024-05-01``;
+    no offset means UTC) or epoch milliseconds → epoch ms."""
+    s = str(text).strip()
+    if re.fullmatch(r"-?\d+", s):
+        return int(s)
+    iso = s[:-1] + "+00:00" if s.endswith(("Z", "z")) else s
+    try:
+        dt = datetime.fromisoformat(iso)
+    except ValueError:
+        raise ValueError(f"not a time: {text!r} (use ISO-8601 such as 2024-05-01T12:00:00Z, or epoch ms)") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def format_time(ms: int | None) -> str:
+    """Epoch ms as ISO-8601 UTC with milliseconds (how every format prints instants)."""
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def format_duration(ms: int | None) -> str:
+    """Short human duration (``850ms``, ``42s``, ``3m12s``, ``5h07m``, ``2d03h``)."""
+    if ms is None:
+        return ""
+    ms = int(ms)
+    sign = "-" if ms < 0 else ""
+    ms = abs(ms)
+    if ms < 1000:
+        return f"{sign}{ms}ms"
+    s = ms // 1000
+    if s < 60:
+        return f"{sign}{s}s"
+    if s < 3600:
+        return f"{sign}{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{sign}{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{sign}{s // 86400}d{(s % 86400) // 3600:02d}h"
+
+
+# -- filters --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which findings a report shows. Empty fields do not filter; repeated values
+    of one option are alternatives (any may match), different options all apply."""
+
+    topics: tuple[str, ...] = ()  # globs (fnmatch, case-sensitive)
+    partitions: tuple[int, ...] = ()
+    producer_ids: tuple[int, ...] = ()
+    transactional_id: str | None = None  # regular expression, searched anywhere in the id
+    since_ms: int | None = None  # finding's last timestamp (or first) at or after
+    until_ms: int | None = None  # finding's first timestamp (or last) at or before
+    min_duration_ms: int | None = None
+    rules: tuple[str, ...] = ()
+    min_severity: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.transactional_id is not None:
+            re.compile(self.transactional_id)  # fail early with re.error
+        if self.min_severity is not None and self.min_severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.min_severity!r}")
+
+    @property
+    def active(self) -> bool:
+        return bool(self.describe())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "topic": list(self.topics), "partition": list(self.partitions), "producer_id": list(self.producer_ids),
+            "transactional_id": self.transactional_id, "since_ms": self.since_ms, "until_ms": self.until_ms,
+            "min_duration_ms": self.min_duration_ms, "rule": list(self.rules), "severity": self.min_severity,
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """Only the filters in use (for summaries)."""
+        return {k: v for k, v in self.as_dict().items() if v not in (None, [])}
+
+    def matches(self, f: dict) -> bool:
+        if self.rules and f.get("rule") not in self.rules:
+            return False
+        if self.min_severity and severity_rank(f["severity"]) < severity_rank(self.min_severity):
+            return False
+        if self.topics and (f.get("topic") is None or not any(fnmatch.fnmatchcase(f["topic"], g) for g in self.topics)):
+            return False
+        if self.partitions and f.get("partition") not in self.partitions:
+            return False
+        if self.producer_ids and f.get("producer_id") not in self.producer_ids:
+            return False
+        if self.transactional_id is not None and (
+                f.get("transactional_id") is None or not re.search(self.transactional_id, f["transactional_id"])):
+            return False
+        first, last = f.get("first_timestamp"), f.get("last_timestamp")
+        if self.since_ms is not None or self.until_ms is not None:
+            # a finding spans [first, last]; it is kept when that span overlaps [since, until]
+            lo = first if first is not None else last
+            hi = last if last is not None else first
+            if lo is None:
+                return False  # no time at all: cannot be placed inside a time window
+            if self.since_ms is not None and max(lo, hi) < self.since_ms:
+                return False
+            if self.until_ms is not None and min(lo, hi) > self.until_ms:
+                return False
+        if self.min_duration_ms is not None and (f.get("duration_ms") is None or f["duration_ms"] < self.min_duration_ms):
+            return False
+        return True
+
+    def apply(self, findings: Iterable[dict]) -> list[dict]:
+        return [f for f in findings if self.matches(f)]
+
+
+# -- findings -------------------------------------------------------------------
+
+FINDING_KEYS = [name for name, _ in FINDING_COLUMNS]
+
+
+def normalize_finding(f: dict) -> dict:
+    """One finding in the report shape: every findings column in table order,
+    ``evidence`` as a dict with sorted keys (Parquet maps come back as pairs)."""
+    out = {k: f.get(k) for k in FINDING_KEYS}
+    ev = f.get("evidence") or {}
+    if not isinstance(ev, dict):
+        ev = dict(ev)
+    out["evidence"] = {str(k): ev[k] for k in sorted(ev)}
+    return out
+
+
+def order_findings(findings: Iterable[dict]) -> list[dict]:
+    """Most severe first, then rule, cluster, topic, partition, offset: stable across runs."""
+    def key(f: dict) -> tuple:
+        return (-severity_rank(f["severity"]), f["rule"], f.get("cluster_id") or "", f.get("topic") or "",
+                f.get("partition") if f.get("partition") is not None else -1,
+                f.get("first_offset") if f.get("first_offset") is not None else -1,
+                f.get("producer_id") if f.get("producer_id") is not None else -1,
+                f.get("broker_id") if f.get("broker_id") is not None else -1, f.get("log_dir") or "")
+    return sorted(findings, key=key)
+
+
+_COMMAND = re.compile(r"^kafka-[\w.-]+\.sh\b")
+_ALT = re.compile(r"\s+#\s+")
+
+
+def remediation_commands(text: str | None, bootstrap_server: str | None = None) -> list[dict[str, str | None]]:
+    """The paste-able commands in a finding's remediation.
+
+    Rules write ``CMD   # label: CMD2`` (``rules/_common.py`` ``abort_command``:
+    the ``--start-offset`` form, then the ``--producer-id/--producer-epoch/
+    --coordinator-epoch`` form for brokers before 3.0). Returns
+    ``[{"command", "applies_to"}]``, the first with ``applies_to`` null; [] when
+    the remediation is advice rather than commands. ``bootstrap_server``
+    replaces the ``<broker:port>`` placeholder.
+    """
+    if not text:
+        return []
+    parts = _ALT.split(text.strip())
+    cmds: list[dict[str, str | None]] = []
+    for i, part in enumerate(parts):
+        label = None
+        if i > 0 and ": " in part:
+            label, part = part.split(": ", 1)
+        if not _COMMAND.match(part):
+            return [] if i == 0 else cmds
+        if bootstrap_server:
+            part = part.replace(BROKER_PLACEHOLDER, bootstrap_server)
+        cmds.append({"command": part, "applies_to": label})
+    return cmds
+
+
+LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's Topic.validate
+
+
+def one_line(text: object) -> str:
+    """Text on one line: control characters (newlines, escapes) shown as ``?``, so a
+    value from the dump cannot end a comment line or forge the next line of a report."""
+    return re.sub(r"[\x00-\x1f\x7f]", "?", "" if text is None else str(text))
+
+
+def shell_quote(text: str) -> str:
+    """POSIX shell single-quoting, with control characters (newlines) made visible."""
+    import shlex
+
+    return shlex.quote(one_line(text))
+
+
+def coordinator_epoch(f: dict) -> str | None:
+    """The coordinator epoch a finding names (evidence), as find-hanging prints it."""
+    v = (f.get("evidence") or {}).get("coordinator_epoch")
+    return None if v in (None, "") else str(v)
+
+
+# -- the report -----------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    """Everything a renderer needs; renderers never touch Spark or files."""
+
+    findings: list[dict]  # filtered and ordered
+    total_findings: int  # before filters
+    summary: dict = field(default_factory=dict)  # audit-time summary (report_data.build_summary); {} if absent
+    plots: dict = field(default_factory=dict)  # audit-time plot series (report_data.build_plots); {} if absent
+    run: dict = field(default_factory=dict)  # run_id, as_of_ms, skipped, rule_seconds, source
+    filters: Filters = field(default_factory=Filters)
+    bootstrap_server: str | None = None
+
+    @property
+    def inputs(self) -> list[str]:
+        return list(self.summary.get("inputs") or [])
+
+    def by_severity(self) -> dict[str, int]:
+        counts = {s: 0 for s in reversed(SEVERITIES)}
+        for f in self.findings:
+            counts[f["severity"]] = counts.get(f["severity"], 0) + 1
+        return counts
+
+    def by_rule(self) -> dict[str, list[dict]]:
+        """Findings grouped by rule, rules ordered by their most severe finding."""
+        groups: dict[str, list[dict]] = {}
+        for f in self.findings:  # already ordered most severe first
+            groups.setdefault(f["rule"], []).append(f)
+        return groups
+
+    def commands(self, f: dict) -> list[dict[str, str | None]]:
+        text, topic = f.get("remediation"), f.get("topic")
+        illegal = topic is not None and text is not None and not LEGAL_TOPIC.fullmatch(topic)
+        if illegal:
+            # a topic Kafka would refuse (a crafted directory name): stand it aside while the text is
+            # parsed, then put it back quoted, so pasting cannot run anything but kafka-transactions.sh
+            text = text.replace(f"--topic {topic} ", "--topic \x00topic\x00 ")
+        cmds = remediation_commands(text, self.bootstrap_server)
+        if illegal:
+            for c in cmds:
+                c["command"] = c["command"].replace("\x00topic\x00", shell_quote(topic))
+        return cmds
+
+    def finding_json(self, f: dict) -> dict:
+        """A finding as the JSON formats write it (docs/report-format.md)."""
+        out = dict(f)
+        if self.bootstrap_server and out.get("remediation"):
+            out["remediation"] = out["remediation"].replace(BROKER_PLACEHOLDER, self.bootstrap_server)
+        out["remediation_commands"] = self.commands(f)
+        return out
+
+    def summary_json(self) -> dict:
+        s = {k: v for k, v in self.summary.items() if k != "inputs"}
+        s.update({
+            "findings": len(self.findings),
+            "findings_before_filters": self.total_findings,
+            "by_severity": self.by_severity(),
+            "by_rule": {r: len(fs) for r, fs in sorted(self.by_rule().items())},
+            "filters": self.filters.describe(),
+            "run_id": self.run.get("run_id"),
+            "as_of_ms": self.run.get("as_of_ms"),
+            "skipped_rules": self.run.get("skipped") or {},
+        })
+        return s
+
+    def affected_plots(self) -> list[dict]:
+        """Plot series of the partitions that still have findings after filtering."""
+        keys = {(f.get("cluster_id"), f.get("topic"), f.get("partition")) for f in self.findings}
+        return [p for p in self.plots.get("partitions", []) if (p.get("cluster_id"), p.get("topic"), p.get("partition")) in keys]
+
+
+def build_report(findings: Iterable[dict], *, summary: dict | None = None, plots: dict | None = None,
+                 run: dict | None = None, filters: Filters | None = None,
+                 bootstrap_server: str | None = None) -> Report:
+    filters = filters or Filters()
+    allf = [normalize_finding(f) for f in findings]
+    shown = order_findings(filters.apply(allf))
+    return Report(findings=shown, total_findings=len(allf), summary=summary or {}, plots=plots or {},
+                  run=run or {}, filters=filters, bootstrap_server=bootstrap_server)
+
+
+def from_audit(result, filters: Filters | None = None, bootstrap_server: str | None = None,
+               source: str | None = None) -> Report:
+    """A report of an :class:`~auditor.engine.audit.AuditResult` (``scan`` / ``audit``)."""
+    run = {"run_id": getattr(result, "run_id", None), "as_of_ms": result.as_of_ms, "skipped": dict(result.skipped),
+           "rule_seconds": dict(result.rule_seconds), "source": source}
+    return build_report(result.findings, summary=result.summary, plots=result.plots, run=run, filters=filters,
+                        bootstrap_server=bootstrap_server)
+
+
+def load_findings_dir(path: str | Path) -> tuple[list[dict], dict, dict]:
+    """``(findings, manifest, plots)`` of a findings directory, read with pyarrow.
+
+    Raises :class:`FindingsDirError` when ``path`` is not one (no ``_audit.json``
+    or no Parquet part) or cannot be read.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = Path(path)
+    if not p.is_dir():
+        raise FindingsDirError(f"{p}: not a directory (expected the directory written by `audit --out` / `scan --out`)")
+    manifest_path = p / "_audit.json"
+    parts = sorted(p.glob("part-*.parquet"))
+    if not manifest_path.is_file() or not parts:
+        raise FindingsDirError(f"{p}: not a findings directory (no _audit.json and part-*.parquet; "
+                               "write one with `txn-audit audit TABLES --out DIR` or `txn-audit scan LOGDIR --out DIR`)")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        if not isinstance(manifest, dict):
+            raise ValueError("_audit.json is not a JSON object")
+        tables = [pq.read_table(f) for f in parts]
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        missing = [c for c in ("rule", "severity", "message") if c not in table.column_names]
+        if missing:
+            raise ValueError(f"findings table lacks column(s) {', '.join(missing)}")
+        rows = table.to_pylist()
+        plots_path = p / "_plots.json"
+        plots = json.loads(plots_path.read_text()) if plots_path.is_file() else {}
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise FindingsDirError(f"{p}: cannot read findings: {exc}") from None
+    return rows, manifest, plots
+
+
+def load_report(path: str | Path, filters: Filters | None = None, bootstrap_server: str | None = None) -> Report:
+    rows, manifest, plots = load_findings_dir(path)
+    run = {k: manifest.get(k) for k in ("run_id", "as_of_ms", "skipped", "rule_seconds")}
+    run["source"] = str(Path(path).absolute())
+    return build_report(rows, summary=manifest.get("summary") or {}, plots=plots, run=run, filters=filters,
+                        bootstrap_server=bootstrap_server)
+
+
+def fails(findings: Iterable[dict], fail_on: str) -> bool:
+    """True when a finding reaches ``fail_on`` (exit status 1)."""
+    return any(severity_rank(f["severity"]) >= severity_rank(fail_on) for f in findings)

@@ -1,0 +1,35 @@
+"""``--format json`` and ``jsonl``: the machine-readable reports.
+
+The shape is documented in docs/report-format.md and versioned by
+``schema_version``: tools that file tickets or page people parse it, so keys
+are only ever added within a version. Keys are written in a fixed order and
+findings in a fixed order, so two reports of the same run diff cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+
+from auditor import __version__
+from auditor.report.model import SCHEMA_VERSION, Report
+
+
+def report_dict(report: Report) -> dict:
+    """The JSON report as a dict (``render_json`` serialises it)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "generated_by": f"txn-audit {__version__}",
+        "findings": [report.finding_json(f) for f in report.findings],
+        "summary": report.summary_json(),
+        "inputs": report.inputs,
+    }
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report_dict(report), indent=2, default=str) + "\n"
+
+
+def render_jsonl(report: Report) -> str:
+    """One finding per line (same object as in ``findings`` of the JSON report), no summary:
+    for ``grep``, ``jq -c`` and log shippers."""
+    return "".join(json.dumps(report.finding_json(f), default=str) + "\n" for f in report.findings)

@@ -1,0 +1,129 @@
+"""Helpers for the report tests: headless Chromium, HTML parsing, synthetic findings.
+
+Not a test module (no ``test_`` prefix). Chromium is a required tool of the
+suite (``scripts/setup.sh`` installs it): when it is missing, the tests that
+need it fail, they are never skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                  "--disable-background-networking", "--no-first-run", "--disable-extensions"]
+
+
+def chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert exe, "chromium is not installed: run scripts/setup.sh (apt-get install chromium)"
+    return exe
+
+
+def _run(args: list[str], timeout: int = 90) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory(prefix="txn-audit-chromium-") as profile:
+        return subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=timeout)
+
+
+def console_messages(stderr: str) -> list[str]:
+    """What the page logged to its console (errors, CSP violations, uncaught exceptions):
+    Chromium prints them as ``INFO:CONSOLE`` lines with ``--enable-logging=stderr``."""
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+
+
+def dump_dom(html_file: Path) -> tuple[str, list[str]]:
+    """(the DOM after Chromium loaded the page, its console messages)."""
+    res = _run(["--enable-logging=stderr", "--v=0", "--dump-dom", html_file.absolute().as_uri()])
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout, console_messages(res.stderr)
+
+
+def screenshot(html_file: Path, png: Path, size: str = "1400,2000") -> None:
+    res = _run([f"--screenshot={png}", f"--window-size={size}", html_file.absolute().as_uri()])
+    assert res.returncode == 0 and png.exists(), res.stderr[-2000:]
+
+
+def png_info(png: Path) -> tuple[int, int, int]:
+    """(width, height, distinct byte values in the decompressed image data) of a PNG:
+    enough to tell a rendered page from a blank one without an imaging library."""
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, width, height = 8, b"", 0, 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height = struct.unpack(">II", body[:8])
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    return width, height, len(set(raw))
+
+
+class Elements(HTMLParser):
+    """Start tags with attributes, and the text inside selected elements."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict]] = []
+        self._stack: list[tuple[str, dict, list[str]]] = []
+        self.texts: list[tuple[str, dict, str]] = []  # (tag, attrs, text) of every closed element
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append((tag, a))
+        if tag not in ("meta", "br", "wbr", "line", "path", "rect", "img", "link", "input"):
+            self._stack.append((tag, a, []))
+
+    def handle_endtag(self, tag):
+        for i in range(len(self._stack) - 1, -1, -1):
+            if self._stack[i][0] == tag:
+                t, a, buf = self._stack[i]
+                text = "".join(buf)
+                del self._stack[i:]
+                self.texts.append((t, a, text))
+                for _, _, outer in self._stack:
+                    outer.append(text)
+                return
+
+    def handle_data(self, data):
+        if self._stack:
+            self._stack[-1][2].append(data)
+
+
+def parse_html(text: str) -> Elements:
+    p = Elements()
+    p.feed(text)
+    p.close()
+    return p
+
+
+def has_class(attrs: dict, *classes: str) -> bool:
+    have = set((attrs.get("class") or "").split())
+    return all(c in have for c in classes)
+
+
+def table_rows(html_text: str) -> list[list[str]]:
+    """Rows of every <table> in rendered (Markdown → HTML) text, cells as plain text."""
+    p = parse_html(html_text)
+    rows: list[list[str]] = []
+    cells: list[str] = []
+    for tag, _, text in p.texts:  # closing order: cells close before their row
+        if tag in ("td", "th"):
+            cells.append(text)
+        elif tag == "tr":
+            rows.append(cells)
+            cells = []
+    return rows
+
+
+def strip_ansi(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
