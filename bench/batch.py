@@ -13,7 +13,8 @@ of each partition in place. Then:
    unchanged), and the job again.
 
 Prints, per run: wall time of the process (JVM start included), the job's own seconds and stage
-times, files decoded, rows written. Segments come from kafka-python's record-batch builder and the
+times (start: the ledger read and the run's first commit, where a fresh JVM pays Delta's start-up),
+files decoded, rows written. Segments come from kafka-python's record-batch builder and the
 hand-assembled markers of tests/builders.py (independent of the decoders).
 """
 
@@ -134,13 +135,16 @@ def main() -> None:
                   f"/{s['files_seen']}, rows written {s['rows_written']} (batches {s['table_rows_written'].get('batches', 0)}), "
                   f"findings open {s['findings']['open']}, stages {s['stage_seconds']}", flush=True)
         print()
-        print("| run | wall s | job s | files decoded | rows written | batches rows | decode s | audit s | merge s |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("| run | wall s | job s | files decoded | rows written | of which batches | start s | fingerprint s "
+              "| decode s | audit s | merge s | rules run |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for label, wall, s in rows:
             st = s["stage_seconds"]
+            start = st.get("start", 0) + st.get("begin", 0)
             print(f"| {label} | {wall:.1f} | {s['seconds']:.1f} | {s['files_decoded']}/{s['files_seen']} | "
-                  f"{s['rows_written']} | {s['table_rows_written'].get('batches', 0)} | {st.get('decode', 0):.1f} | "
-                  f"{st.get('audit', 0):.1f} | {st.get('merge', 0):.1f} |")
+                  f"{s['rows_written']} | {s['table_rows_written'].get('batches', 0)} | {start:.1f} | "
+                  f"{st.get('plan', 0) + st.get('fingerprint', 0):.1f} | {st.get('decode', 0) + st.get('files', 0):.1f} | "
+                  f"{st.get('audit', 0):.1f} | {st.get('merge', 0):.1f} | {'yes' if s.get('audited') else 'no (reused)'} |")
     finally:
         if not a.dir:
             shutil.rmtree(work, ignore_errors=True)

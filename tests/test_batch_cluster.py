@@ -45,7 +45,11 @@ def _env() -> dict:
 
 def _summary(proc: subprocess.CompletedProcess) -> dict:
     assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]  # the summary is one JSON line
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise AssertionError(f"no JSON summary on stdout: {proc.stdout[-2000:]!r}\nstderr: {proc.stderr[-3000:]}") from None
 
 
 # short-lived JVMs: C1 only starts them about twice as fast

@@ -98,13 +98,16 @@ def during(step: str, spark):
         return
     tracker = spark.sparkContext.statusTracker()
     before = set(tracker.getActiveJobsIds() or [])
+    done = threading.Event()
 
     def watch() -> None:
-        while True:
-            active = set(tracker.getActiveJobsIds() or [])
-            if active - before:
+        while not done.is_set():
+            if set(tracker.getActiveJobsIds() or []) - before:
                 point(f"during:{step}")
             time.sleep(0.005)
 
     threading.Thread(target=watch, daemon=True).start()
-    yield
+    try:
+        yield
+    finally:
+        done.set()

@@ -1,9 +1,11 @@
 """One run of the scheduled batch audit, in commit order.
 
-1. ``runs``: this run's row, ``running`` (a killed previous run is resumed: same number).
-2. Plan: discover the inputs, fingerprint every file, diff with the ledger.
-3. Every table a changed or vanished file feeds: one keyed Delta overwrite each.
-4. ``files``: the inventory rows of those files, keyed by path.
+1. Read the ledger and discover the inputs (a missing input, or one that lost
+   every file, stops the run here, before anything is written).
+2. ``runs``: this run's row, ``running`` (a killed previous run is resumed: same number).
+3. Fingerprint every file and diff with the ledger: the change set.
+4. Every table a changed or vanished file feeds: one keyed Delta overwrite each;
+   then the ``files`` inventory rows of those files, keyed by path.
 5. ``ledger``: rewritten as the state of the inputs this run has decoded.
 6. The rules over the Delta tables (or, if nothing they depend on changed since
    the last finished run, that run's findings again); the findings MERGEd into ``findings``.
@@ -84,6 +86,26 @@ def input_path(raw: str) -> str:
     return os.path.abspath(raw)
 
 
+class InputError(ValueError):
+    """An input that does not exist, or that lost every file it had (refused before any write)."""
+
+
+def check_inputs(plan, previous: list[dict], roots: list[str], allow_empty: bool) -> None:
+    """Refuse to run on a missing input, or on one that holds no files any more although
+    files were decoded from it before: an unmounted volume would otherwise count as
+    every one of its files deleted (rows removed, findings resolved)."""
+    for root in roots:
+        mine = [fi for fi in plan.files if fi.input_root == root]
+        if any(fi.kind == "missing" for fi in mine):
+            raise InputError(f"input {root} does not exist")
+        had = sum(1 for r in previous if r.get("input_root") == root)
+        files = [fi for fi in mine if fi.kind not in ("empty-dir", "unreadable-dir")]
+        if had and not files and not allow_empty:
+            raise InputError(
+                f"input {root} holds no files now, but {had} files were decoded from it before (an unmounted "
+                f"volume?); nothing was written. Pass --allow-empty-input if they really are all gone")
+
+
 def audit_key(rule_ids: list[str], options: AuditOptions, ledger: list[dict]) -> str:
     """A hash of everything the audit's result depends on: the rules (ids and source
     code, with the shared views they are written against), the options, and the
@@ -123,6 +145,7 @@ def run_batch(
     split_bytes: int = DEFAULT_SPLIT_BYTES,
     options: AuditOptions | None = None,
     only: list[str] | tuple[str, ...] = (),
+    allow_empty_input: bool = False,
     progress: Progress | None = None,
 ) -> BatchResult:
     require_delta(spark)
@@ -138,19 +161,23 @@ def run_batch(
         stage[name] = round(now - t0, 3)
         return now
 
+    t = time.monotonic()
+    previous = [r.asDict() for r in read(spark, p["ledger"]).collect()] if is_delta(spark, p["ledger"]) else []
+    t = lap("start", t)  # reading the ledger: the first Delta access of a fresh JVM pays Delta's start-up
+    plan = make_plan(roots, split_bytes)
+    check_inputs(plan, previous, roots, allow_empty_input)
+    t = lap("plan", t)
+
     now_ms = int(time.time() * 1000)
     info = runs.begin(spark, p["runs"], roots, now_ms)
     say(f"run {info.run}" + (f" (resuming, attempt {info.attempt})" if info.resumed else ""))
     crash.point("after-begin")
-    t = time.monotonic()
-
-    previous = [r.asDict() for r in read(spark, p["ledger"]).collect()] if is_delta(spark, p["ledger"]) else []
     fresh = not previous or bool(missing_tables(spark, wh))
-    plan = make_plan(roots, split_bytes)
+    t = lap("begin", t)
     cs = diff(plan, previous, roots, info.run, now_ms, fresh=fresh)
     say(f"{len(cs.changed)} of {len(cs.changed) + cs.unchanged} files to decode, {len(cs.gone)} gone"
         + (" (building every table)" if fresh else ""))
-    t = lap("plan", t)
+    t = lap("fingerprint", t)
 
     dec = write_tables(spark, wh, cs, lambda name, i, n: say(f"table {i + 1}/{n}: {name}"))
     t = lap("decode", t)

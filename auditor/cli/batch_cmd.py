@@ -21,8 +21,10 @@ from auditor.cli.console import err, safe
 @click.option("--rule", "rules", multiple=True, metavar="ID",
               help="Only these rules (repeatable; default all). Findings of other rules are left as they are.")
 @click.option("--max-timeout-ms", default=900_000, show_default=True, help="The brokers' transaction.max.timeout.ms.")
+@click.option("--allow-empty-input", is_flag=True,
+              help="Accept an input that lost all its files since the last run (default: refuse, it looks unmounted).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
-def batch_cmd(inputs, warehouse, master, confs, split_mb, rules, max_timeout_ms, quiet) -> None:
+def batch_cmd(inputs, warehouse, master, confs, split_mb, rules, max_timeout_ms, allow_empty_input, quiet) -> None:
     """Decode what is new under the inputs into Delta tables, run every rule, and
     merge the findings into a history table.
 
@@ -31,13 +33,14 @@ def batch_cmd(inputs, warehouse, master, confs, split_mb, rules, max_timeout_ms,
     killed at any point is resumed by the next invocation and leaves the tables
     exactly as one clean run. Prints a one-line JSON summary of the run on stdout. Exit
     status 0 when the run completed (findings are data, see the findings table),
-    2 on usage errors or when Delta Lake is not available.
+    2 on usage errors, a missing or emptied input (nothing is written), or when
+    Delta Lake is not available.
     """
     from auditor.batch import crash
 
     crash.prepare()  # before the JVM starts (test hook; no-op unless TXN_AUDIT_CRASH_AT is set)
     from auditor.batch.deltaio import DeltaUnavailable
-    from auditor.batch.job import input_path, run_batch
+    from auditor.batch.job import InputError, input_path, run_batch
     from auditor.engine.session import get_spark, parse_conf
     from auditor.engine.views import AuditOptions
 
@@ -60,8 +63,8 @@ def batch_cmd(inputs, warehouse, master, confs, split_mb, rules, max_timeout_ms,
     try:
         result = run_batch(spark, list(inputs), warehouse, split_bytes=split_mb * 1024 * 1024,
                            options=AuditOptions(transaction_max_timeout_ms=max_timeout_ms), only=list(rules),
-                           progress=progress)
-    except DeltaUnavailable as exc:
+                           allow_empty_input=allow_empty_input, progress=progress)
+    except (DeltaUnavailable, InputError) as exc:
         err.print(f"[red]error:[/red] {safe(exc)}")
         sys.exit(2)
     if not quiet:

@@ -56,12 +56,16 @@ def delta_jars() -> list[str]:
 
 
 def delta_missing_message() -> str:
+    d = delta_jars_dir()
+    submit = (f"pass --jars {d}/{_DELTA_JAR_NAMES[0]},{d}/{_DELTA_JAR_NAMES[1]} "
+              f"(or --packages io.delta:delta-spark_2.13:{DELTA_VERSION}) to spark-submit")
+    if "PYSPARK_GATEWAY_PORT" in os.environ:  # the JVM was started by spark-submit, without them
+        return f"Delta Lake is not available in this Spark session (started by spark-submit): {submit}."
+    where = "were found, but this session was created without them" if delta_jars() else f"were not found in {d}"
     return (
-        f"Delta Lake is not available in this Spark session. Embedded (txn-audit batch): the jars "
-        f"{' and '.join(_DELTA_JAR_NAMES)} were not found in {delta_jars_dir()} - run `make setup` "
-        f"(or `bash scripts/delta/fetch.sh`), or point {DELTA_JARS_ENV} at a directory holding them. "
-        f"spark-submit: pass --jars <dir>/{_DELTA_JAR_NAMES[0]},<dir>/{_DELTA_JAR_NAMES[1]} "
-        f"(or --packages io.delta:delta-spark_2.13:{DELTA_VERSION})."
+        f"Delta Lake is not available in this Spark session: the jars {' and '.join(_DELTA_JAR_NAMES)} {where}. "
+        f"Run `make setup` (or `bash scripts/delta/fetch.sh`), or point {DELTA_JARS_ENV} at a directory holding "
+        f"them; with spark-submit, {submit}."
     )
 
 
