@@ -10,13 +10,10 @@ same data.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 from auditor.batch.deltaio import join
-from auditor.engine.findings import conform
-from auditor.engine.rule import discover
+from auditor.engine.audit import AuditResult, audit
 from auditor.engine.views import AuditContext, AuditOptions
 
 
@@ -72,38 +69,8 @@ def _reader_version(spark, uri: str) -> int | None:
         return None
 
 
-@dataclass
-class RulesResult:
-    findings: list[dict]
-    rule_seconds: dict[str, float] = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)
-    as_of_ms: int = 0
-    rules: list[str] = field(default_factory=list)  # the rules evaluated (skipped ones included)
-    table_rows: dict[str, int] = field(default_factory=dict)
-
-
 def run_rules(spark, tables_uri: str, options: AuditOptions | None = None, only: list[str] | tuple[str, ...] = (),
-              progress: Callable[[str, int, int], None] | None = None) -> RulesResult:
-    """The rule catalog, or the rules in ``only`` (a rule whose input tables are
-    empty is skipped and says so: it has no findings)."""
-    from auditor.engine.audit import select_rules
-
-    ctx = DeltaAuditContext(spark, tables_uri, options)
-    rules = select_rules(discover(), only)
-    try:
-        res = RulesResult(findings=[], as_of_ms=ctx.as_of_ms, rules=[r.id for r in rules])
-        for i, rule in enumerate(rules):
-            if progress:
-                progress(rule.id, i, len(rules))
-            missing = [t for t in rule.needs if not ctx.has_rows(t)]
-            if missing:
-                res.skipped[rule.id] = f"no rows in {', '.join(missing)}"
-                continue
-            t0 = time.monotonic()
-            rows = conform(rule.run(ctx), rule.id).collect()
-            res.rule_seconds[rule.id] = round(time.monotonic() - t0, 3)
-            res.findings.extend(r.asDict(recursive=True) for r in rows)
-        res.table_rows = ctx.table_rows
-        return res
-    finally:
-        ctx.close()
+              progress: Callable[[str, int, int], None] | None = None) -> AuditResult:
+    """The rule catalog (or the rules in ``only``) over the warehouse's Delta
+    tables: the ``audit`` command's loop with a :class:`DeltaAuditContext`."""
+    return audit(spark, tables_uri, options=options, only=only, progress=progress, context=DeltaAuditContext)

@@ -87,7 +87,7 @@ def write_tables(spark, wh: str, cs: ChangeSet, progress: Callable[[str, int, in
         if decoded is None and not is_delta(spark, uri):
             create_empty(spark, uri, data.schema)  # metadata only: no Spark job
         else:
-            overwrite(data, uri, replace_where=None if cs.fresh else in_predicate(key, affected))
+            overwrite(data, uri, replace_where=None if cs.fresh else in_predicate(key, affected), new_schema=cs.fresh)
         res.tables_written.append(name)
         n = 0
         if decoded is not None:  # rows and problems per file, in one job over the cached decode
@@ -115,7 +115,8 @@ def write_files(spark, wh: str, cs: ChangeSet, res: DecodeResult) -> None:
     t0 = time.monotonic()
     res.inventory = build_inventory(cs.changed, res.counts, res.problems)
     df = arrow_df(spark, pa.Table.from_pylist(res.inventory, schema=FILES_SCHEMA))
-    overwrite(df, table_uri(wh, "files"), replace_where=None if cs.fresh else in_predicate("path", keys))
+    overwrite(df, table_uri(wh, "files"), replace_where=None if cs.fresh else in_predicate("path", keys),
+              new_schema=cs.fresh)
     res.tables_written.append("files")
     res.rows_written["files"] = len(res.inventory)
     res.seconds["files"] = round(time.monotonic() - t0, 3)

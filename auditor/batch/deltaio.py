@@ -60,11 +60,15 @@ def in_predicate(column: str, values) -> str:
     return f"`{column}` IN ({', '.join(sql_str(v) for v in vals)})"
 
 
-def overwrite(df, uri: str, *, replace_where: str | None = None) -> None:
-    """One Delta commit: the whole table (``replace_where`` None) or the rows matching it."""
+def overwrite(df, uri: str, *, replace_where: str | None = None, new_schema: bool = False) -> None:
+    """One Delta commit: the whole table (``replace_where`` None) or the rows matching it.
+    ``new_schema``: a whole-table overwrite may also replace the schema (a rebuild
+    after an upgrade that changed a table)."""
     w = df.write.format("delta").mode("overwrite")
     if replace_where is not None:
         w = w.option("replaceWhere", replace_where)
+    elif new_schema:
+        w = w.option("overwriteSchema", "true")
     w.save(uri)
 
 

@@ -33,7 +33,9 @@ from auditor.batch import crash, history, runs
 from auditor.batch.audit import run_rules
 from auditor.batch.decode import missing_tables, write_files, write_tables
 from auditor.batch.deltaio import arrow_df, is_delta, join, overwrite, read, require_delta, warehouse_uri
-from auditor.batch.ledger import LEDGER_SCHEMA, diff
+from auditor.batch.ledger import LEDGER_SCHEMA, diff, needs_rebuild
+from auditor.batch.lock import warehouse_lock
+from auditor.batch.versions import audit_digest, decoder_digest
 from auditor.engine.audit import select_rules
 from auditor.engine.rule import discover
 from auditor.engine.views import AuditOptions
@@ -107,26 +109,20 @@ def check_inputs(plan, previous: list[dict], roots: list[str], allow_empty: bool
 
 
 def audit_key(rule_ids: list[str], options: AuditOptions, ledger: list[dict]) -> str:
-    """A hash of everything the audit's result depends on: the rules (ids and source
-    code, with the shared views they are written against), the options, and the
-    state of the decoded files (the tables are a function of it: every row comes
-    from a file of the ledger at its fingerprint)."""
+    """A hash of everything the audit's result depends on: the rules and the engine
+    they run on (ids, and the digest of the source of the ``rules`` package and of
+    ``auditor.engine``: see ``versions``), the options, and the state of the
+    decoded files (the tables are a function of it: every row comes from a file of
+    the ledger at its fingerprint, decoded by the decoder the ledger names)."""
     import dataclasses
     import hashlib
-    import inspect
     import json
-    import sys
 
     h = hashlib.sha1()
-    h.update(json.dumps([sorted(rule_ids), dataclasses.asdict(options)], sort_keys=True, default=str).encode())
-    names = sorted(n for n in sys.modules if n == "rules" or n.startswith("rules.")) + [
-        "auditor.engine.views", "auditor.engine.findings", "auditor.batch.audit"]
-    for name in names:
-        try:
-            h.update(inspect.getsource(sys.modules[name]).encode())
-        except (KeyError, OSError, TypeError):
-            h.update(f"<no source: {name}>".encode())
-    ident = ("path", "size", "mtime_ms", "fingerprint", "kind", "cluster_id", "broker_id", "input_root", "topic", "partition")
+    h.update(json.dumps([sorted(rule_ids), dataclasses.asdict(options), audit_digest()], sort_keys=True,
+                        default=str).encode())
+    ident = ("path", "size", "mtime_ms", "fingerprint", "decoder", "kind", "cluster_id", "broker_id", "input_root",
+             "topic", "partition")
     for row in sorted(ledger, key=lambda r: r["path"]):
         h.update(json.dumps([row.get(k) for k in ident], default=str).encode())
     return h.hexdigest()
@@ -148,10 +144,21 @@ def run_batch(
     allow_empty_input: bool = False,
     progress: Progress | None = None,
 ) -> BatchResult:
+    """One run over ``inputs`` into ``warehouse`` (see the module docstring), under
+    the warehouse's lock (``lock``): raises ``WarehouseBusy`` if another run holds
+    it, ``InputError`` for a missing or emptied input, ``DeltaUnavailable``
+    without Delta; each before anything is written."""
     require_delta(spark)
+    wh = warehouse_uri(warehouse)
+    with warehouse_lock(wh):
+        return _run(spark, inputs, wh, split_bytes=split_bytes, options=options, only=only,
+                    allow_empty_input=allow_empty_input, progress=progress)
+
+
+def _run(spark, inputs: list[str], wh: str, *, split_bytes: int, options: AuditOptions | None,
+         only: list[str] | tuple[str, ...], allow_empty_input: bool, progress: Progress | None) -> BatchResult:
     say = progress or (lambda _m: None)
     t_start = time.monotonic()
-    wh = warehouse_uri(warehouse)
     p = paths(wh)
     roots = [input_path(i) for i in inputs]
     stage: dict[str, float] = {}
@@ -172,11 +179,16 @@ def run_batch(
     info = runs.begin(spark, p["runs"], roots, now_ms)
     say(f"run {info.run}" + (f" (resuming, attempt {info.attempt})" if info.resumed else ""))
     crash.point("after-begin")
-    fresh = not previous or bool(missing_tables(spark, wh))
+    decoder = decoder_digest()
+    missing = missing_tables(spark, wh) if previous else []
+    upgraded = bool(previous) and needs_rebuild(previous, decoder)
+    fresh = not previous or bool(missing) or upgraded
     t = lap("begin", t)
-    cs = diff(plan, previous, roots, info.run, now_ms, fresh=fresh)
-    say(f"{len(cs.changed)} of {len(cs.changed) + cs.unchanged} files to decode, {len(cs.gone)} gone"
-        + (" (building every table)" if fresh else ""))
+    cs = diff(plan, previous, roots, info.run, now_ms, fresh=fresh, decoder=decoder)
+    why = ("" if not fresh else " (building every table: " + (
+        "first run" if not previous else f"table {missing[0]} is missing" if missing
+        else "the decoders changed since the files were decoded") + ")")
+    say(f"{len(cs.changed)} of {len(cs.changed) + cs.unchanged} files to decode, {len(cs.gone)} gone{why}")
     t = lap("fingerprint", t)
 
     dec = write_tables(spark, wh, cs, lambda name, i, n: say(f"table {i + 1}/{n}: {name}"))
@@ -186,7 +198,7 @@ def run_batch(
     crash.point("before-ledger")
 
     if fresh or cs.changed or cs.gone:
-        overwrite(arrow_df(spark, pa.Table.from_pylist(cs.ledger, schema=LEDGER_SCHEMA)), p["ledger"])
+        overwrite(arrow_df(spark, pa.Table.from_pylist(cs.ledger, schema=LEDGER_SCHEMA)), p["ledger"], new_schema=True)
     t = lap("ledger", t)
     crash.point("after-ledger")
 

@@ -40,12 +40,13 @@ LEDGER_SCHEMA = pa.schema(
         pa.field("size", pa.int64()),
         pa.field("mtime_ms", pa.int64()),
         pa.field("fingerprint", pa.string()),
+        pa.field("decoder", pa.string()),  # digest of the decoding code (auditor.batch.versions)
         pa.field("run", pa.int64()),  # the run that decoded this version of the file
         pa.field("decoded_at_ms", pa.int64()),
     ]
 )
 # what must be equal for a file to count as already decoded
-IDENTITY = ("size", "mtime_ms", "fingerprint", "kind", "cluster_id", "broker_id", "input_root", "topic", "partition")
+IDENTITY = ("size", "mtime_ms", "fingerprint", "decoder", "kind", "cluster_id", "broker_id", "input_root", "topic", "partition")
 WHOLE_FILE_LIMIT = 64 * 1024
 EDGE = 1024
 
@@ -72,12 +73,12 @@ def fingerprint(path: str, size: int) -> str | None:
     return h.hexdigest()
 
 
-def ledger_row(fi: FileInfo, fp: str | None, run: int, now_ms: int) -> dict:
+def ledger_row(fi: FileInfo, fp: str | None, decoder: str, run: int, now_ms: int) -> dict:
     return {
         "path": fi.path, "input_root": fi.input_root, "kind": fi.kind, "log_dir": fi.log_dir,
         "cluster_id": fi.cluster_id, "broker_id": fi.broker_id, "topic": fi.topic, "partition": fi.partition,
         "base_offset": fi.base_offset, "size": fi.size, "mtime_ms": fi.mtime_ms, "fingerprint": fp,
-        "run": run, "decoded_at_ms": now_ms,
+        "decoder": decoder, "run": run, "decoded_at_ms": now_ms,
     }
 
 
@@ -101,11 +102,20 @@ class ChangeSet:
         return {g["path"] for g in self.gone}
 
 
-def diff(plan: Plan, previous: list[dict], roots: list[str], run: int, now_ms: int, *, fresh: bool) -> ChangeSet:
+def needs_rebuild(previous: list[dict], decoder: str) -> bool:
+    """Files were decoded by other decoding code (an upgrade of the tool): rebuild
+    every table from the inputs, so that no table mixes rows of two decoders
+    (nor two schemas, if the upgrade changed one)."""
+    return any(r.get("decoder") != decoder for r in previous)
+
+
+def diff(plan: Plan, previous: list[dict], roots: list[str], run: int, now_ms: int, *, fresh: bool,
+         decoder: str) -> ChangeSet:
     """Compare the files of ``plan`` with the ledger rows ``previous``.
 
-    ``fresh``: the warehouse is rebuilt from these inputs (first run, or a table
-    is missing): every file is decoded and the ledger restarts from them."""
+    ``fresh``: the warehouse is rebuilt from these inputs (first run, a table
+    is missing, or the decoder changed): every file is decoded and the ledger
+    restarts from them. ``decoder``: the digest of the decoding code of this run."""
     prev = {} if fresh else {r["path"]: r for r in previous}
     seen: dict[str, FileInfo] = {}
     for fi in plan.files:
@@ -114,7 +124,7 @@ def diff(plan: Plan, previous: list[dict], roots: list[str], run: int, now_ms: i
     reasons: dict[str, str] = {}
     after: dict[str, dict] = {}
     for path, fi in seen.items():
-        row = ledger_row(fi, fingerprint(fi.path, fi.size), run, now_ms)
+        row = ledger_row(fi, fingerprint(fi.path, fi.size), decoder, run, now_ms)
         old = prev.get(path)
         why = "new" if old is None else next((k for k in IDENTITY if old.get(k) != row[k]), None)
         if why is None:

@@ -34,13 +34,15 @@ def batch_cmd(inputs, warehouse, master, confs, split_mb, rules, max_timeout_ms,
     exactly as one clean run. Prints a one-line JSON summary of the run on stdout. Exit
     status 0 when the run completed (findings are data, see the findings table),
     2 on usage errors, a missing or emptied input (nothing is written), or when
-    Delta Lake is not available.
+    Delta Lake is not available; 3 when another run holds the warehouse's lock
+    (a local or mounted warehouse: runs never overlap; nothing is read or written).
     """
     from auditor.batch import crash
 
     crash.prepare()  # before the JVM starts (test hook; no-op unless TXN_AUDIT_CRASH_AT is set)
     from auditor.batch.deltaio import DeltaUnavailable
     from auditor.batch.job import InputError, input_path, run_batch
+    from auditor.batch.lock import WarehouseBusy
     from auditor.engine.session import get_spark, parse_conf
     from auditor.engine.views import AuditOptions
 
@@ -67,6 +69,9 @@ def batch_cmd(inputs, warehouse, master, confs, split_mb, rules, max_timeout_ms,
     except (DeltaUnavailable, InputError) as exc:
         err.print(f"[red]error:[/red] {safe(exc)}")
         sys.exit(2)
+    except WarehouseBusy as exc:
+        err.print(f"[red]error:[/red] {safe(exc)}")
+        sys.exit(3)
     if not quiet:
         for f in result.bad_files:
             pos = f"byte {f['error_position']}" if f["error_position"] is not None else "whole file"

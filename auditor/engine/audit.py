@@ -50,14 +50,19 @@ def audit(
     out: str | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     report: bool = False,
+    context: type[AuditContext] = AuditContext,
 ) -> AuditResult:
     """Run the rules over ``tables_dir``. With ``report`` also compute the run
     summary and plot series reports show (``report_data.py``); they are saved
-    with the findings when ``out`` is given, so ``txn-audit report`` needs no Spark."""
-    ctx = AuditContext(spark, tables_dir, options)
+    with the findings when ``out`` is given, so ``txn-audit report`` needs no Spark.
+
+    ``context`` says where the tables come from: Parquet directories written by
+    ``ingest`` (the default) or the batch job's Delta tables
+    (:class:`auditor.batch.audit.DeltaAuditContext`). The rule loop is the same,
+    so both report the same findings for the same data."""
+    ctx = context(spark, tables_dir, options)
     rules = select_rules(discover(), only)
     result = AuditResult(findings=[], as_of_ms=ctx.as_of_ms)
-    frames = []
     try:
         for i, rule in enumerate(rules):
             if progress:
@@ -71,7 +76,6 @@ def audit(
             rows = df.collect()  # findings are few: materialise per rule for timing and reports
             result.rule_seconds[rule.id] = round(time.monotonic() - t0, 3)
             result.findings.extend(r.asDict(recursive=True) for r in rows)
-            frames.append(df)
         if report:
             from auditor.engine.report_data import build_report_data
 
