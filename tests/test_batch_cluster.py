@@ -43,13 +43,18 @@ def _env() -> dict:
             "SPARK_HOME": os.path.dirname(pyspark.__file__)}
 
 
+def _errors(stderr: str) -> str:
+    """stderr without Spark's INFO log lines (a failed run's traceback is drowned in them)."""
+    return "\n".join(ln for ln in stderr.splitlines() if " INFO " not in ln)[-6000:]
+
+
 def _summary(proc: subprocess.CompletedProcess) -> dict:
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == 0, _errors(proc.stderr)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]  # the summary is one JSON line
     try:
         return json.loads(lines[-1])
     except (IndexError, json.JSONDecodeError):
-        raise AssertionError(f"no JSON summary on stdout: {proc.stdout[-2000:]!r}\nstderr: {proc.stderr[-3000:]}") from None
+        raise AssertionError(f"no JSON summary on stdout: {proc.stdout[-2000:]!r}\nstderr: {_errors(proc.stderr)}") from None
 
 
 # short-lived JVMs: C1 only starts them about twice as fast

@@ -12,10 +12,21 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
+from batch_support import build_v1
 from builders import data_batch, marker
 from conftest import PROJECT
 
 pytestmark = pytest.mark.spark
+
+
+def _package(tmp_path: Path) -> Path:
+    """build/txn_audit.zip as ``make zip`` builds it: the code for --py-files."""
+    pkg = tmp_path / "txn_audit.zip"
+    with zipfile.ZipFile(pkg, "w") as z:
+        for sub in ("auditor", "rules"):
+            for p in (PROJECT / sub).rglob("*.py"):
+                z.write(p, p.relative_to(PROJECT).as_posix())
+    return pkg
 
 
 def test_ingest_via_spark_submit(tmp_path):
@@ -25,11 +36,7 @@ def test_ingest_via_spark_submit(tmp_path):
     (logdir / "orders-0" / "00000000000000000000.log").write_bytes(
         data_batch(0, 2, producer_id=4, producer_epoch=0, base_sequence=0, transactional=True)
         + marker(2, 4, 0, commit=True, coordinator_epoch=1))
-    pkg = tmp_path / "txn_audit.zip"
-    with zipfile.ZipFile(pkg, "w") as z:
-        for sub in ("auditor", "rules"):
-            for p in (PROJECT / sub).rglob("*.py"):
-                z.write(p, p.relative_to(PROJECT).as_posix())
+    pkg = _package(tmp_path)
     submit = Path(sys.executable).parent / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     out = tmp_path / "tables"
@@ -44,3 +51,31 @@ def test_ingest_via_spark_submit(tmp_path):
     rows = ds.dataset(str(out / "batches")).to_table().to_pylist()
     assert {r["broker_id"] for r in rows} == {11}
     assert [r["control_type"] for r in rows if r["is_control"]] == ["COMMIT"]
+
+
+def test_batch_via_spark_submit_with_delta_from_maven_central(tmp_path):
+    """docs/operations.md's ``--packages`` route, literally: spark-submit resolves Delta
+    itself (into an empty Ivy cache here) and the batch job writes its Delta tables.
+    The project's own jars are hidden, so Delta can only come from the resolution."""
+    log = build_v1(tmp_path / "logs")
+    wh = tmp_path / "wh"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+           "TXN_AUDIT_DELTA_JARS": str(tmp_path / "no-jars-here")}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
+         "--packages", "io.delta:delta-spark_2.13:4.0.1", "--exclude-packages", "org.antlr:antlr4-runtime",
+         "--conf", f"spark.jars.ivy={tmp_path / 'ivy'}", "--conf", "spark.ui.enabled=false",
+         "--conf", "spark.sql.shuffle.partitions=2",
+         "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1", "--py-files", str(_package(tmp_path)),
+         str(PROJECT / "scripts" / "spark_submit_entry.py"), "batch", "--input", str(log), "--warehouse", str(wh),
+         "--rule", "hanging-transaction", "-q"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
+    )
+    errors = "\n".join(ln for ln in proc.stderr.splitlines() if " INFO " not in ln)[-4000:]
+    assert proc.returncode == 0, errors
+    resolved = {p.name for p in (tmp_path / "ivy" / "jars").glob("*.jar")}
+    assert "io.delta_delta-spark_2.13-4.0.1.jar" in resolved and not any("antlr4-runtime" in n for n in resolved)
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (summary["run"], summary["files_decoded"], summary["findings"]["open"]) == (1, 6, 2)
+    for table in ("tables/batches", "ledger", "findings", "runs"):
+        assert (wh / table / "_delta_log" / "00000000000000000000.json").is_file(), table

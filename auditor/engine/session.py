@@ -58,7 +58,8 @@ def delta_jars() -> list[str]:
 def delta_missing_message() -> str:
     d = delta_jars_dir()
     submit = (f"pass --jars {d}/{_DELTA_JAR_NAMES[0]},{d}/{_DELTA_JAR_NAMES[1]} "
-              f"(or --packages io.delta:delta-spark_2.13:{DELTA_VERSION}) to spark-submit")
+              f"(or --packages io.delta:delta-spark_2.13:{DELTA_VERSION} --exclude-packages org.antlr:antlr4-runtime) "
+              f"to spark-submit")
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # the JVM was started by spark-submit, without them
         return f"Delta Lake is not available in this Spark session (started by spark-submit): {submit}."
     where = "were found, but this session was created without them" if delta_jars() else f"were not found in {d}"
