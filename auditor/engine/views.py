@@ -20,6 +20,8 @@ from functools import cached_property
 from pathlib import Path
 
 REPLICA = ["cluster_id", "broker_id", "log_dir", "topic", "partition"]
+# a file inside a partition directory the broker retired (see AuditContext.table)
+RETIRED_REPLICA_FILE = r"\.[0-9a-fA-F]{32}-(delete|stray)/[^/]+$"
 INTERNAL_COMPACTED = ("__consumer_offsets", "__transaction_state")
 INT32_MAX = 2**31 - 1  # sequences wrap from here to 0
 
@@ -43,15 +45,50 @@ class AuditContext:
 
     # -- tables ------------------------------------------------------------
     def table(self, name: str):
-        """A table, with ``cluster_id`` never null: brokers without a cluster.id
-        (old ZooKeeper clusters) are keyed by their log dir, so two unrelated
-        dumps are never mistaken for one cluster."""
+        """A table as the rules see it:
+
+        * ``cluster_id`` is never null: brokers without a cluster.id (old
+          ZooKeeper clusters) are keyed by their log dir, so two unrelated dumps
+          are never mistaken for one cluster;
+        * rows from replicas the broker no longer serves are left out: a
+          partition directory renamed ``<topic>-<n>.<uuid>-delete`` (the topic
+          was deleted, or the replica moved away) or ``-stray`` (a replica the
+          KRaft broker found it should not host). Such a directory sits in the
+          same log dir as a live ``<topic>-<n>`` if the topic was re-created,
+          and merging the two would fake sequence regressions, duplicates and
+          hanging transactions on the live partition. Their rows stay in the
+          tables (``files.dir_status`` says which) for ``txn-audit tables`` and
+          ad-hoc queries; ``-future`` copies (a JBOD move in progress) live in
+          another log dir and are audited as a replica of their own.
+        """
         from pyspark.sql import functions as F
 
         df = self.load(name)
         if "cluster_id" in df.columns and "log_dir" in df.columns:
             df = df.withColumn("cluster_id", F.coalesce("cluster_id", F.concat(F.lit("logdir:"), F.col("log_dir"))))
+        if "file" in df.columns and "partition" in df.columns and name != "files":
+            retired = self.retired_files
+            if retired is None:  # no inventory to tell: recognise the directory names row by row
+                f = F.col("file")
+                by_name = (f.contains("-delete/") | f.contains("-stray/")) & f.rlike(RETIRED_REPLICA_FILE)
+                df = df.where(~F.coalesce(by_name, F.lit(False)))
+            elif retired:
+                df = df.where(~F.col("file").isin(retired))
         return df
+
+    @cached_property
+    def retired_files(self) -> list[str] | None:
+        """Files in ``-delete`` / ``-stray`` partition directories, from the ``files``
+        inventory (one small read; usually none, and then the tables are not
+        filtered at all); None when there is no inventory."""
+        try:
+            inv = self.load("files")
+        except Exception:  # noqa: BLE001 - no inventory (hand-made tables): table() falls back to names
+            return None
+        if "dir_status" not in inv.columns or "path" not in inv.columns:
+            return None
+        rows = inv.where("dir_status IN ('delete', 'stray')").select("path").distinct().collect()
+        return sorted(r["path"] for r in rows)
 
     def load(self, name: str):
         """The table as stored: a Parquet directory here; the scheduled batch job's
