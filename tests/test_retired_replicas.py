@@ -11,10 +11,10 @@ builders.py), ingested and audited end to end.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from batch_support import HOUR, T0
+from batch_support import write as _write
 from builders import data_batch, marker
 from auditor.engine.audit import audit
 from auditor.engine.ingest_job import ingest
@@ -22,14 +22,7 @@ from auditor.engine.views import AuditOptions
 
 pytestmark = pytest.mark.spark
 
-T0 = 1_700_000_000_000
-HOUR = 3_600_000
 UUID = "5a1e0c3f9b2d4e6f8a7b9c0d1e2f3a4b"
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
 
 
 @pytest.fixture(scope="module")
