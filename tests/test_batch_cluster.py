@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import zipfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pytest
 
 from batch_support import decoder_rows, delta_rows
 from conftest import PROJECT, SAMPLE_LOGS
+from submit_support import code_zip, errors
 from test_scenarios import RULES_FOR, SCENARIOS, _cluster_of
 from auditor.engine.session import delta_jars
 from auditor.ingest.tables import TABLES
@@ -43,18 +43,13 @@ def _env() -> dict:
             "SPARK_HOME": os.path.dirname(pyspark.__file__)}
 
 
-def _errors(stderr: str) -> str:
-    """stderr without Spark's INFO log lines (a failed run's traceback is drowned in them)."""
-    return "\n".join(ln for ln in stderr.splitlines() if " INFO " not in ln)[-6000:]
-
-
 def _summary(proc: subprocess.CompletedProcess) -> dict:
-    assert proc.returncode == 0, _errors(proc.stderr)
+    assert proc.returncode == 0, errors(proc.stderr)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]  # the summary is one JSON line
     try:
         return json.loads(lines[-1])
     except (IndexError, json.JSONDecodeError):
-        raise AssertionError(f"no JSON summary on stdout: {proc.stdout[-2000:]!r}\nstderr: {_errors(proc.stderr)}") from None
+        raise AssertionError(f"no JSON summary on stdout: {proc.stdout[-2000:]!r}\nstderr: {errors(proc.stderr)}") from None
 
 
 # short-lived JVMs: C1 only starts them about twice as fast
@@ -66,11 +61,7 @@ C1 = ["--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1",
 def cluster_runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cluster")
     wh = tmp / "warehouse"
-    pkg = tmp / "txn_audit.zip"
-    with zipfile.ZipFile(pkg, "w") as z:
-        for sub in ("auditor", "rules"):
-            for p in (PROJECT / sub).rglob("*.py"):
-                z.write(p, p.relative_to(PROJECT).as_posix())
+    pkg = code_zip(tmp)
     jars = delta_jars()
     assert jars, "Delta jars missing: make setup"
     common = ["--conf", f"spark.pyspark.python={sys.executable}", "--conf", "spark.sql.shuffle.partitions=2", *C1]

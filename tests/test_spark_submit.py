@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -15,18 +14,9 @@ import pytest
 from batch_support import build_v1
 from builders import data_batch, marker
 from conftest import PROJECT
+from submit_support import code_zip, errors
 
 pytestmark = pytest.mark.spark
-
-
-def _package(tmp_path: Path) -> Path:
-    """build/txn_audit.zip as ``make zip`` builds it: the code for --py-files."""
-    pkg = tmp_path / "txn_audit.zip"
-    with zipfile.ZipFile(pkg, "w") as z:
-        for sub in ("auditor", "rules"):
-            for p in (PROJECT / sub).rglob("*.py"):
-                z.write(p, p.relative_to(PROJECT).as_posix())
-    return pkg
 
 
 def test_ingest_via_spark_submit(tmp_path):
@@ -36,7 +26,7 @@ def test_ingest_via_spark_submit(tmp_path):
     (logdir / "orders-0" / "00000000000000000000.log").write_bytes(
         data_batch(0, 2, producer_id=4, producer_epoch=0, base_sequence=0, transactional=True)
         + marker(2, 4, 0, commit=True, coordinator_epoch=1))
-    pkg = _package(tmp_path)
+    pkg = code_zip(tmp_path)
     submit = Path(sys.executable).parent / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     out = tmp_path / "tables"
@@ -66,13 +56,12 @@ def test_batch_via_spark_submit_with_delta_from_maven_central(tmp_path):
          "--packages", "io.delta:delta-spark_2.13:4.0.1", "--exclude-packages", "org.antlr:antlr4-runtime",
          "--conf", f"spark.jars.ivy={tmp_path / 'ivy'}", "--conf", "spark.ui.enabled=false",
          "--conf", "spark.sql.shuffle.partitions=2",
-         "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1", "--py-files", str(_package(tmp_path)),
+         "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1", "--py-files", str(code_zip(tmp_path)),
          str(PROJECT / "scripts" / "spark_submit_entry.py"), "batch", "--input", str(log), "--warehouse", str(wh),
          "--rule", "hanging-transaction", "-q"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
     )
-    errors = "\n".join(ln for ln in proc.stderr.splitlines() if " INFO " not in ln)[-4000:]
-    assert proc.returncode == 0, errors
+    assert proc.returncode == 0, errors(proc.stderr)
     resolved = {p.name for p in (tmp_path / "ivy" / "jars").glob("*.jar")}
     assert "io.delta_delta-spark_2.13-4.0.1.jar" in resolved and not any("antlr4-runtime" in n for n in resolved)
     summary = json.loads(proc.stdout.strip().splitlines()[-1])

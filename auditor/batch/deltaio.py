@@ -32,6 +32,21 @@ def warehouse_uri(warehouse: str) -> str:
     return os.path.abspath(warehouse)
 
 
+def input_path(raw: str) -> str:
+    """Inputs are read with plain file I/O on the driver and the executors: a
+    local (or mounted) path, or a ``file:`` URI."""
+    m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", raw)
+    if m and len(m.group(1)) > 1:
+        if m.group(1).lower() != "file":
+            raise ValueError(
+                f"{raw}: only local paths and file: URIs can be read (inputs are opened with plain file I/O on every "
+                f"node); mount the storage (NFS, a read-only volume) and pass the mount path")
+        rest = m.group(2)
+        rest = re.sub(r"^//(localhost)?(?=/)", "", rest)
+        raw = rest
+    return os.path.abspath(raw)
+
+
 def join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *parts])
 

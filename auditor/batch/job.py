@@ -21,8 +21,6 @@ as one clean run leaves it (see ``runs`` for the one table that remembers).
 
 from __future__ import annotations
 
-import os
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -32,8 +30,9 @@ import pyarrow as pa
 from auditor.batch import crash, history, runs
 from auditor.batch.audit import run_rules
 from auditor.batch.decode import missing_tables, write_files, write_tables
-from auditor.batch.deltaio import arrow_df, is_delta, join, overwrite, read, require_delta, warehouse_uri
-from auditor.batch.ledger import LEDGER_SCHEMA, diff, needs_rebuild
+from auditor.batch.deltaio import (  # noqa: F401 - input_path: part of this module's interface
+    arrow_df, input_path, is_delta, join, overwrite, read, require_delta, warehouse_uri)
+from auditor.batch.ledger import IDENTITY, LEDGER_SCHEMA, diff, needs_rebuild
 from auditor.batch.lock import warehouse_lock
 from auditor.batch.versions import audit_digest, decoder_digest
 from auditor.engine.audit import select_rules
@@ -73,21 +72,6 @@ class BatchResult:
         }
 
 
-def input_path(raw: str) -> str:
-    """Inputs are read with plain file I/O on the driver and the executors: a
-    local (or mounted) path, or a ``file:`` URI."""
-    m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", raw)
-    if m and len(m.group(1)) > 1:
-        if m.group(1).lower() != "file":
-            raise ValueError(
-                f"{raw}: only local paths and file: URIs can be read (inputs are opened with plain file I/O on every "
-                f"node); mount the storage (NFS, a read-only volume) and pass the mount path")
-        rest = m.group(2)
-        rest = re.sub(r"^//(localhost)?(?=/)", "", rest)
-        raw = rest
-    return os.path.abspath(raw)
-
-
 class InputError(ValueError):
     """An input that does not exist, or that lost every file it had (refused before any write)."""
 
@@ -121,8 +105,7 @@ def audit_key(rule_ids: list[str], options: AuditOptions, ledger: list[dict]) ->
     h = hashlib.sha1()
     h.update(json.dumps([sorted(rule_ids), dataclasses.asdict(options), audit_digest()], sort_keys=True,
                         default=str).encode())
-    ident = ("path", "size", "mtime_ms", "fingerprint", "decoder", "kind", "cluster_id", "broker_id", "input_root",
-             "topic", "partition")
+    ident = ("path", *IDENTITY)
     for row in sorted(ledger, key=lambda r: r["path"]):
         h.update(json.dumps([row.get(k) for k in ident], default=str).encode())
     return h.hexdigest()

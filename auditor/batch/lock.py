@@ -26,6 +26,8 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
+from auditor.batch.deltaio import input_path
+
 LOCK_NAME = ".txn-audit.lock"
 
 
@@ -35,15 +37,10 @@ class WarehouseBusy(RuntimeError):
 
 def local_path(wh: str) -> str | None:
     """The warehouse as a local path, or None for a URI no file lock can cover."""
-    if wh.startswith("file:"):
-        rest = wh[len("file:"):]
-        if rest.startswith("//"):
-            rest = rest[2:]
-            rest = rest[rest.index("/"):] if "/" in rest else "/"
-        return rest
-    if "://" in wh:
+    try:
+        return input_path(wh)
+    except ValueError:  # another scheme: object storage, HDFS
         return None
-    return wh
 
 
 @contextmanager
