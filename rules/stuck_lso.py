@@ -37,17 +37,15 @@ from rules._common import abort_command, ms_text
 
 
 def run(ctx):
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    o = ctx.open_transactions
-    w = Window.partitionBy(*REPLICA).orderBy("first_offset")
-    pin = o.withColumn("_rn", F.row_number().over(w)).withColumn(
-        "open_transactions", F.count(F.lit(1)).over(Window.partitionBy(*REPLICA))).where("_rn = 1")
-    p = ctx.partitions.select(*REPLICA, "high_watermark", "log_end_offset", "max_timestamp", "is_compacted")
-    pin = pin.join(p, REPLICA, "left")
-    hw = F.coalesce(F.col("high_watermark"), F.col("log_end_offset"))
-    pin = pin.withColumn("hw", hw).where(F.col("first_offset") < F.col("hw"))
+    # the model's LSO per replica (auditor.producer_state): pinned by its earliest open transaction
+    lso = ctx.last_stable_offsets.where("pin IS NOT NULL AND pin.first_offset < hw")
+    pin = lso.select(
+        *REPLICA, "high_watermark", "log_end_offset", "max_timestamp", "is_compacted", "hw", "open_transactions",
+        "last_stable_offset", F.col("pin.producer_id").alias("producer_id"), F.col("pin.first_offset").alias("first_offset"),
+        F.col("pin.producer_epoch").alias("data_epoch_max"), F.col("pin.first_timestamp").alias("first_timestamp"),
+        F.col("pin.prev_coordinator_epoch").alias("prev_coordinator_epoch"))
 
     oc = ctx.table("offset_commits").where("NOT is_tombstone")
     readers = oc.groupBy("topic", "partition").agg(F.sort_array(F.collect_set("group_id")).alias("groups"))
@@ -58,10 +56,11 @@ def run(ctx):
         .select("cluster_id", "broker_id", F.col("o_topic").alias("topic"), F.col("o_partition").alias("partition"),
                 F.col("batch_producer_id").alias("producer_id"), F.col("offset").alias("commit_offset"), "group_id")
     )
-    pin = pin.join(
-        pending.withColumnRenamed("group_id", "pending_group"),
-        ["cluster_id", "broker_id", "topic", "partition", "producer_id"], "left",
-    ).where(F.col("pending_group").isNull() | (F.col("commit_offset") >= F.col("first_offset"))).groupBy(*[c for c in pin.columns]).agg(F.sort_array(F.collect_set("pending_group")).alias("pending_groups"))
+    keys = ["cluster_id", "broker_id", "topic", "partition", "producer_id"]
+    p = pending.withColumnRenamed("group_id", "pending_group")
+    on = [pin[k].eqNullSafe(p[k]) for k in keys] + [p["commit_offset"] >= pin["first_offset"]]
+    pin = pin.join(p, on, "left").select(pin["*"], p["pending_group"]).groupBy(*pin.columns).agg(
+        F.sort_array(F.collect_set("pending_group")).alias("pending_groups"))
 
     lag_ms = F.col("max_timestamp") - F.col("first_timestamp")
     pin = ctx.with_as_of(pin)
@@ -88,15 +87,15 @@ def run(ctx):
         F.when(old, F.lit("error")).otherwise(F.lit("info")).alias("severity"),
         F.concat(
             F.lit("LSO of "), F.col("topic"), F.lit("-"), F.col("partition").cast("string"), F.lit(" is pinned at "),
-            F.col("first_offset").cast("string"), F.lit(" by producer "), F.col("producer_id").cast("string"),
-            F.lit(", "), (F.col("hw") - F.col("first_offset")).cast("string"), F.lit(" offsets ("), ms_text(lag_ms),
+            F.col("last_stable_offset").cast("string"), F.lit(" by producer "), F.col("producer_id").cast("string"),
+            F.lit(", "), (F.col("hw") - F.col("last_stable_offset")).cast("string"), F.lit(" offsets ("), ms_text(lag_ms),
             F.lit(") behind the high watermark "), F.col("hw").cast("string"), F.lit(": "), blocks,
         ).alias("message"),
         evidence(
-            last_stable_offset=F.col("first_offset"),
+            last_stable_offset=F.col("last_stable_offset"),
             high_watermark=F.col("high_watermark"),
             log_end_offset=F.col("log_end_offset"),
-            lag_offsets=F.col("hw") - F.col("first_offset"),
+            lag_offsets=F.col("hw") - F.col("last_stable_offset"),
             lag_ms=lag_ms,
             open_transactions=F.col("open_transactions"),
             compacted=F.col("is_compacted"),

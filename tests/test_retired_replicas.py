@@ -92,10 +92,12 @@ def test_retired_directories_are_recognised_without_the_inventory(spark, audited
     partial = tmp_path / "tables"
     shutil.copytree(tables, partial, ignore=shutil.ignore_patterns("files"))
     ctx = AuditContext(spark, str(partial))
-    assert ctx.retired_files is None
+    assert ctx.live_log is None
     live = {r["file"].split("/")[-2] for r in ctx.table("batches").select("file").distinct().collect()}
     assert live == {"orders-0", "payments-0"}
     result = audit(spark, str(partial))
     assert [f for f in result.findings if f["topic"] in ("orders", "payments")] == []
     full = AuditContext(spark, str(tables))
-    assert [p.split("/")[-2] for p in full.retired_files] == [f"orders-0.{UUID}-delete", f"payments-0.{UUID[::-1]}-stray"]
+    retired = sorted({p.split("/")[-2] for p, lv in full.live_log.items() if not lv.live})
+    assert retired == [f"orders-0.{UUID}-delete", f"payments-0.{UUID[::-1]}-stray"]
+    assert all("partition directory" in lv.reason for lv in full.live_log.values() if not lv.live)

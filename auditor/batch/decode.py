@@ -33,6 +33,7 @@ class DecodeResult:
     tables_written: list[str] = field(default_factory=list)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     problems: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
+    next_offsets: dict[str, int] = field(default_factory=dict)  # segment path -> offset after its last batch
     inventory: list[dict] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -92,11 +93,14 @@ def write_tables(spark, wh: str, cs: ChangeSet, progress: Callable[[str, int, in
         n = 0
         if decoded is not None:  # rows and problems per file, in one job over the cached decode
             bad = F.col("_problem_kind").isNotNull()
-            per_file = decoded.groupBy("file").agg(
-                F.count(F.when(~bad, 1)).alias("n"),
-                F.collect_list(F.when(bad, F.struct("_problem_position", "_problem_kind", "_problem_message"))).alias("p"))
-            for r in per_file.collect():
+            aggs = [F.count(F.when(~bad, 1)).alias("n"),
+                    F.collect_list(F.when(bad, F.struct("_problem_position", "_problem_kind", "_problem_message"))).alias("p")]
+            if name == "batches":  # a segment's next offset (files.next_offset)
+                aggs.append((F.max(F.when(~bad, F.col("last_offset"))) + 1).alias("next_offset"))
+            for r in decoded.groupBy("file").agg(*aggs).collect():
                 res.counts.setdefault(r["file"], {})[name] = r["n"]
+                if name == "batches" and r["next_offset"] is not None:
+                    res.next_offsets[r["file"]] = r["next_offset"]
                 n += r["n"]
                 for pos, kind, msg in r["p"]:
                     res.problems.setdefault(r["file"], []).append((pos, kind, f"[{name}] {msg}"))
@@ -113,7 +117,7 @@ def write_files(spark, wh: str, cs: ChangeSet, res: DecodeResult) -> None:
     if not cs.fresh and not keys:
         return
     t0 = time.monotonic()
-    res.inventory = build_inventory(cs.changed, res.counts, res.problems)
+    res.inventory = build_inventory(cs.changed, res.counts, res.problems, res.next_offsets)
     df = arrow_df(spark, pa.Table.from_pylist(res.inventory, schema=FILES_SCHEMA))
     overwrite(df, table_uri(wh, "files"), replace_where=None if cs.fresh else in_predicate("path", keys),
               new_schema=cs.fresh)

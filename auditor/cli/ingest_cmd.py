@@ -83,3 +83,31 @@ def tables_cmd(tables_dir) -> None:
     for row in pc.value_counts(files["status"]).to_pylist():
         st.add_row(safe(row["values"]), str(row["counts"]))
     out.print(st)
+    _print_not_live(root)
+
+
+def _print_not_live(root: Path, limit: int = 50) -> None:
+    """Files the rules leave out of the live log (auditor.engine.livelog), and why."""
+    import pyarrow.dataset as ds
+
+    from auditor.engine.livelog import decide, recovery_points
+
+    inv = ds.dataset(str(root / "files"), format="parquet").to_table().to_pylist()
+    recovery = {}
+    if (root / "checkpoints").is_dir():
+        cp = ds.dataset(str(root / "checkpoints"), format="parquet").to_table(
+            columns=["checkpoint_kind", "log_dir", "topic", "partition", "offset"]).to_pylist()
+        recovery = recovery_points(cp)
+    live = decide(inv, recovery_points=recovery)
+    odd = sorted((lv for lv in live.values() if not lv.live or lv.bounded), key=lambda lv: lv.path)
+    if not odd:
+        out.print("live log: every file is live")
+        return
+    t = Table(title=f"not (wholly) in the live log: {len(odd)} files")
+    t.add_column("file")
+    t.add_column("why")
+    for lv in odd[:limit]:
+        t.add_row(safe(lv.path), safe(lv.reason or ""))
+    out.print(t)
+    if len(odd) > limit:
+        out.print(f"... and {len(odd) - limit} more")

@@ -124,6 +124,7 @@ def ingest(
     counts: dict[str, dict[str, int]] = {}
     problems: dict[str, list[tuple[int, str, str]]] = {}
     table_rows: dict[str, int] = {}
+    next_offsets: dict[str, int] = {}
     stage_seconds: dict[str, float] = {}
     try:
         for i, name in enumerate(names):
@@ -138,10 +139,14 @@ def ingest(
                 decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
                 data = decoded.where(F.col("_problem_kind").isNull()).drop(*[c.name for c in PROBLEM_COLUMNS])
                 data.write.mode("overwrite").parquet(str(staging / name))
-                for r in decoded.groupBy("file").agg(
-                    F.count(F.when(F.col("_problem_kind").isNull(), 1)).alias("n")
-                ).collect():
+                ok = F.col("_problem_kind").isNull()
+                per_file = [F.count(F.when(ok, 1)).alias("n")]
+                if name == "batches":  # a segment's next offset (files.next_offset), in the same job
+                    per_file.append((F.max(F.when(ok, F.col("last_offset"))) + 1).alias("next_offset"))
+                for r in decoded.groupBy("file").agg(*per_file).collect():
                     counts.setdefault(r["file"], {})[name] = r["n"]
+                    if name == "batches" and r["next_offset"] is not None:
+                        next_offsets[r["file"]] = r["next_offset"]
                 for r in decoded.where(F.col("_problem_kind").isNotNull()).select(
                     "file", "_problem_position", "_problem_kind", "_problem_message"
                 ).collect():
@@ -153,7 +158,7 @@ def ingest(
                 _write_small(spark, spec.schema.empty_table(), staging / name)
             table_rows[name] = sum(c.get(name, 0) for c in counts.values())
             stage_seconds[name] = round(time.monotonic() - ts, 3)
-        inventory = build_inventory(plan.files, counts, problems)
+        inventory = build_inventory(plan.files, counts, problems, next_offsets)
         _write_small(spark, pa.Table.from_pylist(inventory, schema=FILES_SCHEMA), staging / "files")
         table_rows["files"] = len(inventory)
         manifest = {

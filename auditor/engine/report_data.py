@@ -23,6 +23,7 @@ import math
 from typing import Any
 
 from auditor.engine.views import REPLICA
+from auditor.producer_state.spark import pins_by_bucket
 
 REPORT_DATA_VERSION = 1
 LSO_BUCKETS = 240  # points per LSO-lag series
@@ -262,14 +263,10 @@ def build_plots(ctx, findings: list[dict], stats: list[dict] | None = None) -> d
     ends = (_join_replica(b, rng).groupBy(*REPLICA, bucket(F.col("max_timestamp")).alias("bucket"))
             .agg((F.max("last_offset") + 1).alias("end")).collect())
 
-    # open transactions at the end of each bucket: the earliest one pins the LSO
+    # open transactions at the end of each bucket: the earliest one pins the LSO (the model's rule)
     tx = _join_replica(ctx.transactions.where("first_offset IS NOT NULL"), rng)
-    b_start = bucket(F.col("first_timestamp"))
     b_last = F.when(F.col("marker_timestamp").isNull(), F.lit(n - 1)).otherwise(bucket(F.col("marker_timestamp")) - 1)
-    pins = (tx.withColumn("_b0", b_start).withColumn("_b1", b_last).where("_b1 >= _b0")
-            .select(*REPLICA, F.explode(F.sequence("_b0", "_b1")).alias("bucket"),
-                    F.struct("first_offset", "first_timestamp", "producer_id").alias("txn"))
-            .groupBy(*REPLICA, "bucket").agg(F.min("txn").alias("pin"), F.count(F.lit(1)).alias("open")).collect())
+    pins = pins_by_bucket(tx, bucket(F.col("first_timestamp")), b_last).collect()
 
     # producer sessions: every open transaction plus the newest others
     w = Window.partitionBy(*REPLICA).orderBy(F.coalesce("first_offset", "marker_offset").desc())

@@ -1,11 +1,11 @@
-"""Shared, cached views the rules are written against.
+"""The audit context: the tables as the rules see them, and the shared, cached views.
 
-The broker keeps producer state per (partition, producer id): epoch, last
-sequences, coordinator epoch and the first offset of the open transaction
-(``ProducerStateManager``). The views below rebuild that state from the
-``batches`` table with window functions over one ordering — (replica,
-producer id, base offset) — so every rule shares a single sort, and the result
-is persisted once per audit run.
+Tables come through :meth:`AuditContext.table`, which hands out the *live log*
+only (:mod:`auditor.engine.livelog`: no ``.deleted``/``.cleaned`` copies, no
+replaced or recovered-away segments, no retired replica directories). The
+producer-state model (:mod:`auditor.producer_state.spark`) is built on it once
+per audit and persisted: producer batches, sequence breaks, transactions, the
+last stable offset per replica.
 
 A *replica* is (cluster_id, broker_id, log_dir, topic, partition): several
 brokers' copies of one partition are audited separately, and compared by the
@@ -19,11 +19,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-REPLICA = ["cluster_id", "broker_id", "log_dir", "topic", "partition"]
-# a file inside a partition directory the broker retired (see AuditContext.table)
+from auditor.engine.livelog import Liveness, decide, recovery_points, row_bounds_columns
+
+from auditor.producer_state.spark import INT32_MAX, REPLICA  # noqa: F401 - re-exported for the rules
+
+# a file inside a partition directory the broker retired, for tables without an inventory
 RETIRED_REPLICA_FILE = r"\.[0-9a-fA-F]{32}-(delete|stray)/[^/]+$"
 INTERNAL_COMPACTED = ("__consumer_offsets", "__transaction_state")
-INT32_MAX = 2**31 - 1  # sequences wrap from here to 0
+MAX_ISIN_FILES = 2000  # above this many non-live files, leave them out with a broadcast anti-join
 
 
 @dataclass
@@ -50,45 +53,71 @@ class AuditContext:
         * ``cluster_id`` is never null: brokers without a cluster.id (old
           ZooKeeper clusters) are keyed by their log dir, so two unrelated dumps
           are never mistaken for one cluster;
-        * rows from replicas the broker no longer serves are left out: a
-          partition directory renamed ``<topic>-<n>.<uuid>-delete`` (the topic
-          was deleted, or the replica moved away) or ``-stray`` (a replica the
-          KRaft broker found it should not host). Such a directory sits in the
-          same log dir as a live ``<topic>-<n>`` if the topic was re-created,
-          and merging the two would fake sequence regressions, duplicates and
-          hanging transactions on the live partition. Their rows stay in the
-          tables (``files.dir_status`` says which) for ``txn-audit tables`` and
-          ad-hoc queries; ``-future`` copies (a JBOD move in progress) live in
-          another log dir and are audited as a replica of their own.
+        * only rows of the live log (:attr:`live_log`): files the broker's log
+          loading would delete (``.deleted``, ``.cleaned``, replaced segments,
+          segments recovery drops, ``-delete``/``-stray`` replica directories)
+          are left out, and batches beyond a recovery truncation or shadowed by
+          an overlapping segment too. Every row stays in the tables (``files``
+          lists each file; ``txn-audit tables`` says which are not live and why).
         """
         from pyspark.sql import functions as F
 
         df = self.load(name)
         if "cluster_id" in df.columns and "log_dir" in df.columns:
             df = df.withColumn("cluster_id", F.coalesce("cluster_id", F.concat(F.lit("logdir:"), F.col("log_dir"))))
-        if "file" in df.columns and "partition" in df.columns and name != "files":
-            retired = self.retired_files
-            if retired is None:  # no inventory to tell: recognise the directory names row by row
-                f = F.col("file")
-                by_name = (f.contains("-delete/") | f.contains("-stray/")) & f.rlike(RETIRED_REPLICA_FILE)
-                df = df.where(~F.coalesce(by_name, F.lit(False)))
-            elif retired:
-                df = df.where(~F.col("file").isin(retired))
+        if "file" not in df.columns or "partition" not in df.columns or name == "files":
+            return df
+        live = self.live_log
+        if live is None:  # no inventory to tell (hand-made tables): recognise retired directories by name
+            f = F.col("file")
+            by_name = (f.contains("-delete/") | f.contains("-stray/")) & f.rlike(RETIRED_REPLICA_FILE)
+            return df.where(~F.coalesce(by_name, F.lit(False)))
+        dead = sorted(p for p, lv in live.items() if not lv.live)
+        if len(dead) > MAX_ISIN_FILES:
+            gone = self.spark.createDataFrame([(p,) for p in dead], "file string")
+            df = df.join(F.broadcast(gone), "file", "left_anti")
+        elif dead:
+            df = df.where(~F.col("file").isin(dead))
+        cols = row_bounds_columns(name)
+        bounded = [lv for lv in live.values() if lv.bounded]
+        if cols and bounded:
+            pos_col, off_col = cols
+            for lv in bounded:
+                cut = F.lit(False)
+                if lv.end_position is not None:
+                    cut = cut | (F.col(pos_col) >= lv.end_position)
+                if lv.end_offset is not None:
+                    cut = cut | (F.col(off_col) >= lv.end_offset)
+                df = df.where(~((F.col("file") == lv.path) & cut))
         return df
 
     @cached_property
-    def retired_files(self) -> list[str] | None:
-        """Files in ``-delete`` / ``-stray`` partition directories, from the ``files``
-        inventory (one small read; usually none, and then the tables are not
-        filtered at all); None when there is no inventory."""
+    def live_log(self) -> dict[str, Liveness] | None:
+        """Every inventoried file's place in the live log (:func:`livelog.decide`),
+        from the ``files`` inventory and the recovery points: one small read of
+        each. None when there is no inventory (hand-made tables)."""
         try:
             inv = self.load("files")
-        except Exception:  # noqa: BLE001 - no inventory (hand-made tables): table() falls back to names
+        except Exception:  # noqa: BLE001 - no inventory: table() falls back to directory names
             return None
-        if "dir_status" not in inv.columns or "path" not in inv.columns:
+        if "path" not in inv.columns or "dir_status" not in inv.columns:
             return None
-        rows = inv.where("dir_status IN ('delete', 'stray')").select("path").distinct().collect()
-        return sorted(r["path"] for r in rows)
+        want = [c for c in ("path", "log_dir", "topic", "partition", "dir_status", "kind", "file_status", "base_offset",
+                            "status", "error_position", "next_offset") if c in inv.columns]
+        rows = [r.asDict() for r in inv.select(*want).collect()]
+        recovery = {}
+        if any(r.get("kind") == "recovery-point-offset-checkpoint" for r in rows) and self.has_rows("checkpoints"):
+            cp = self.load("checkpoints").where("checkpoint_kind = 'recovery-point-offset'")
+            recovery = recovery_points(cp.select("checkpoint_kind", "log_dir", "topic", "partition", "offset").collect())
+        swaps = [r["path"] for r in rows if r.get("file_status") == "swap" and r.get("kind") == "segment"
+                 and r.get("next_offset") is None]
+        nxt = {}
+        if swaps:  # tables written before files.next_offset: the swap segments' ends from their batches
+            from pyspark.sql import functions as F
+
+            nxt = {r["file"]: r["n"] for r in self.load("batches").where(F.col("file").isin(swaps)).groupBy("file")
+                   .agg((F.max("last_offset") + 1).alias("n")).collect()}
+        return decide(rows, recovery_points=recovery, next_offsets=nxt)
 
     def load(self, name: str):
         """The table as stored: a Parquet directory here; the scheduled batch job's
@@ -107,7 +136,7 @@ class AuditContext:
         if name in self.table_rows:
             return self.table_rows[name] > 0
         p = self.tables_dir / name
-        return p.exists() and not self.table(name).limit(1).isEmpty()
+        return p.exists() and not self.load(name).limit(1).isEmpty()
 
     def persist(self, df):
         """Persist a derived DataFrame for the rest of this audit run (released by :meth:`close`)."""
@@ -152,128 +181,41 @@ class AuditContext:
         row = self.as_of.agg({"as_of_ms": "max"}).first()
         return int(row[0]) if row and row[0] is not None else 0
 
-    # -- producer state ------------------------------------------------------
-    _BATCH_COLUMNS = (
-        "cluster_id", "broker_id", "log_dir", "topic", "partition", "producer_id", "producer_epoch", "base_offset", "last_offset",
-        "last_offset_delta", "base_sequence", "last_sequence", "record_count", "is_transactional", "is_control",
-        "control_type", "coordinator_epoch", "max_timestamp",
-    )
-
+    # -- producer state (auditor.producer_state.spark, built once per audit) ----
     @cached_property
     def producer_batches(self):
-        """Batches with a producer id (data and markers), narrowed to the columns
-        producer-state rules read. A plain scan: not persisted."""
-        from pyspark.sql import functions as F
+        """Live batches with a producer id (data and markers), narrowed to the
+        columns the model reads. A plain scan: not persisted."""
+        from auditor.producer_state import spark as model
 
-        return (
-            self.table("batches")
-            .where("magic = 2 AND source = 'segment' AND producer_id >= 0")
-            .select(*self._BATCH_COLUMNS)
-            .withColumn("is_marker", F.col("is_control") & F.col("control_type").isin("COMMIT", "ABORT"))
-            .withColumn("is_data", ~F.col("is_control"))
-        )
+        return model.producer_batches(self.table("batches"))
 
     @cached_property
     def sequence_breaks(self):
-        """Data batches of each (replica, producer id) that do not simply chain
-        on the previous one, with that previous batch's epoch, sequences and
-        offset: what the broker compares a new batch against (ProducerAppendInfo).
+        """:func:`auditor.producer_state.spark.sequence_breaks`, persisted (tiny on a healthy log)."""
+        from auditor.producer_state import spark as model
 
-        A batch *chains* when it has the previous data batch's epoch and starts
-        at its last sequence + 1 (wrapping after 2147483647). Only the others
-        are kept: a producer's first retained batch, epoch changes, gaps,
-        regressions and duplicates. On a healthy log that is one row per
-        producer session, so the persisted view is tiny and the rules never
-        re-read the sorted batches (keeping every row measured ~3x slower).
-
-        ``duplicate_of_offset``: the broker keeps the last 5 batches per
-        producer to answer retries (NUM_BATCHES_TO_RETAIN); a batch equal to
-        one of the 2nd..5th previous ones (epoch and both sequences) is a retry
-        it would have acknowledged, not appended — its offset is given here.
-        The adjacent duplicate is visible from the ``prev_data_*`` columns."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
-        w = Window.partitionBy(*REPLICA, "producer_id").orderBy("base_offset")
-        # only the columns the sequence checks read: the shuffle before the sort is the largest
-        # cost here, and it scales with the row width
-        d = self.producer_batches.where("is_data").select(
-            *REPLICA, "producer_id", "producer_epoch", "base_offset", "last_offset", "base_sequence", "last_sequence",
-            "record_count", "is_transactional", "max_timestamp")
-        d = (
-            d.withColumn("prev_data_epoch", F.lag("producer_epoch").over(w))
-            .withColumn("prev_data_base_sequence", F.lag("base_sequence").over(w))
-            .withColumn("prev_data_last_sequence", F.lag("last_sequence").over(w))
-            .withColumn("prev_data_offset", F.lag("base_offset").over(w))
-        )
-        duplicate_of = None
-        for k in range(2, 6):
-            def back(c: str, k: int = k):
-                return F.lag(c, k).over(w)
-
-            same = ((back("producer_epoch") == F.col("producer_epoch")) & (back("base_sequence") == F.col("base_sequence"))
-                    & (back("last_sequence") == F.col("last_sequence")))
-            duplicate_of = F.when(same, back("base_offset")) if duplicate_of is None else duplicate_of.when(same, back("base_offset"))
-        d = d.withColumn("duplicate_of_offset", duplicate_of)
-        prev_last = F.col("prev_data_last_sequence")
-        expected = F.when(prev_last == INT32_MAX, F.lit(0)).otherwise(prev_last + 1)
-        chained = (F.col("prev_data_epoch").isNotNull() & (F.col("producer_epoch") == F.col("prev_data_epoch"))
-                   & (F.col("base_sequence") == expected))
-        return self.persist(d.where(~chained | F.col("duplicate_of_offset").isNotNull()))
+        return self.persist(model.sequence_breaks(self.producer_batches))
 
     @cached_property
     def transactions(self):
-        """One row per transaction per replica: the transactional data of one
-        producer between two of its markers, closed by the later marker (or
-        open), with the previous transaction's marker alongside."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
+        """:func:`auditor.producer_state.spark.transactions`: one row per transaction per replica, persisted."""
+        from auditor.producer_state import spark as model
 
-        w = Window.partitionBy(*REPLICA, "producer_id").orderBy("base_offset")
-        running = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        pb = self.producer_batches.where("is_transactional").withColumn(
-            # markers strictly before this batch: a marker belongs to the data before it
-            "markers_before",
-            F.sum(F.col("is_marker").cast("int")).over(running) - F.col("is_marker").cast("int"),
-        )
-        d = F.col("is_data")
-        m = F.col("is_marker")
-        t = pb.groupBy(*REPLICA, "producer_id", "markers_before").agg(
-            F.sum(d.cast("int")).alias("data_batches"),
-            F.min(F.when(d, F.col("base_offset"))).alias("first_offset"),
-            F.max(F.when(d, F.col("last_offset"))).alias("last_data_offset"),
-            F.min(F.when(d, F.col("max_timestamp"))).alias("first_timestamp"),
-            F.max(F.when(d, F.col("max_timestamp"))).alias("last_data_timestamp"),
-            F.min(F.when(d, F.col("producer_epoch"))).alias("data_epoch_min"),
-            F.max(F.when(d, F.col("producer_epoch"))).alias("data_epoch_max"),
-            F.max(F.when(m, F.col("base_offset"))).alias("marker_offset"),
-            # numeric, not max(control_type): a string aggregate forces a sort-based aggregate, i.e. a
-            # second full sort of the transactional batches; with fixed-width buffers it is a hash aggregate
-            F.max(F.when(m, (F.col("control_type") == "COMMIT").cast("int"))).alias("_marker_commit"),
-            F.max(F.when(m, F.col("producer_epoch"))).alias("marker_epoch"),
-            F.max(F.when(m, F.col("coordinator_epoch"))).alias("coordinator_epoch"),
-            F.max(F.when(m, F.col("max_timestamp"))).alias("marker_timestamp"),
-        )
-        t = t.withColumn("marker_type", F.when(F.col("_marker_commit") == 1, F.lit("COMMIT")).when(
-            F.col("_marker_commit") == 0, F.lit("ABORT"))).drop("_marker_commit")
-        t = t.withColumn(
-            "state",
-            F.when(F.col("marker_offset").isNull(), F.lit("open"))
-            .when(F.col("data_batches") == 0, F.lit("marker-only"))
-            .otherwise(F.lower(F.col("marker_type"))),
-        )
-        g = Window.partitionBy(*REPLICA, "producer_id").orderBy("markers_before")
-        before = g.rowsBetween(Window.unboundedPreceding, -1)
-        t = (
-            t.withColumn("prev_marker_epoch", F.lag("marker_epoch").over(g))
-            .withColumn("prev_marker_offset", F.lag("marker_offset").over(g))
-            .withColumn("prev_coordinator_epoch", F.last("coordinator_epoch", ignorenulls=True).over(before))
-        )
-        return self.persist(t)
+        return self.persist(model.transactions(self.producer_batches))
 
     @cached_property
     def open_transactions(self):
         return self.transactions.where("state = 'open'")
+
+    @cached_property
+    def last_stable_offsets(self):
+        """Per replica: high watermark, first unstable offset, last stable offset and
+        the earliest open transaction pinning it
+        (:func:`auditor.producer_state.spark.last_stable_offsets`)."""
+        from auditor.producer_state import spark as model
+
+        return model.last_stable_offsets(self.transactions, self.partitions)
 
     # -- coordinator ---------------------------------------------------------
     @cached_property

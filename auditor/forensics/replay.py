@@ -1,24 +1,18 @@
 """Replay one partition replica's batches in offset order, interleaved with coordinator records.
 
-The broker decides the last stable offset (LSO) from state it rebuilds the same
-way: per producer, the first offset of its open transaction (set by the first
-transactional data batch after its previous marker, cleared by a COMMIT/ABORT
-marker); the LSO is the earliest of those, else the log end
-(``ProducerStateManager.firstUnstableOffset``, capped by the high watermark).
-Replaying the batches in offset order therefore gives the LSO at every point of
-the log, which is what a forensic timeline needs to show *when* a partition got
-stuck and by whom.
+The state is the producer-state model's reference execution
+(:class:`auditor.producer_state.reference.ProducerStateManager`): each batch is
+applied as the broker applies it, and the last stable offset (LSO) at every
+point is the first offset of the earliest open transaction, else the log end
+(``firstUnstableOffset``; only the final ``end`` event caps it by the
+checkpointed high watermark, as the dump holds no history of the HW). That is
+what a forensic timeline needs to show *when* a partition got stuck and by whom.
 
-Pure Python on purpose: Spark selects and sorts the (bounded) rows, this module
-consumes them as a stream, so its memory is the number of open transactions and
-pending runs, not the partition's size. Events are flat dicts with a fixed set
-of common keys (see :data:`COMMON_KEYS`) so ``--format jsonl`` has a stable shape.
-
-Offline there is no history of the high watermark: only the
-``replication-offset-checkpoint`` value at the time of the dump. The per-event
-``lso`` is therefore the broker's first-unstable-offset view (earliest open
-transaction, else the log end at that point), and only the final ``end`` event
-caps it by the checkpointed high watermark.
+Pure Python on purpose: Spark selects and sorts the (bounded) rows of the live
+log, this module consumes them as a stream, so its memory is the number of
+producers and pending runs, not the partition's size. Events are flat dicts
+with a fixed set of common keys (see :data:`COMMON_KEYS`) so ``--format jsonl``
+has a stable shape.
 """
 
 from __future__ import annotations
@@ -27,9 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Mapping
 
+from auditor.producer_state.reference import ProducerStateEntry, ProducerStateManager, is_marker
+
 COMMON_KEYS = ("event", "source", "time_ms", "time", "offset", "last_offset", "producer_id", "producer_epoch",
                "transactional_id", "lso", "log_end", "detail")
-MARKER_TYPES = ("COMMIT", "ABORT")
 
 
 def iso_ms(ms: int | None) -> str | None:
@@ -99,11 +94,11 @@ class Replay:
                  initial_open: Iterable[tuple[int, int, int]] = ()) -> None:
         self.opts = options
         self.tid_by_pid = dict(tid_by_pid or {})
-        # producer id -> (first offset, epoch) of its open transaction; insertion order is offset
-        # order (rows arrive sorted), so the first entry is the one holding the LSO
-        self._open: dict[int, tuple[int, int]] = {}
-        for pid, first, epoch in sorted(initial_open, key=lambda t: t[1]):
-            self._open[pid] = (first, epoch)
+        self.state = ProducerStateManager()
+        self._txn_epoch: dict[int, int] = {}  # producer id -> data epoch that opened its open transaction
+        for pid, first, epoch in initial_open:
+            self.state.load_entry(ProducerStateEntry(pid, epoch, current_txn_first_offset=first))
+            self._txn_epoch[pid] = epoch
         self._epoch: dict[int, int] = {}  # producer id -> last epoch seen (sessions)
         self._runs: dict[tuple, dict[str, Any]] = {}
         self._coord_state: dict[str, str] = {}
@@ -111,7 +106,6 @@ class Replay:
         self._last_offset: int | None = None
         self._first_batch_ms: int | None = None
         self._last_ms: int | None = None
-        self.skipped_duplicates = 0
         self.batches_seen = 0
 
     # -- helpers -------------------------------------------------------------
@@ -119,10 +113,12 @@ class Replay:
         return None if pid is None else self.tid_by_pid.get(pid)
 
     def _pinned(self) -> tuple[int, int, int] | None:
-        """(first offset, producer id, epoch) of the earliest open transaction, if any."""
-        for pid, (first, epoch) in self._open.items():
-            return first, pid, epoch
-        return None
+        """(first offset, producer id, data epoch) of the earliest open transaction, if any."""
+        p = self.state.first_ongoing()
+        if p is None:
+            return None
+        first, pid = p
+        return first, pid, self._txn_epoch.get(pid, self.state.producers[pid].producer_epoch)
 
     @property
     def lso(self) -> int | None:
@@ -231,10 +227,14 @@ class Replay:
         self._last_offset = b["last_offset"]
         self._last_ms = b["max_timestamp"]
         self.batches_seen += 1
+        result = self.state.append(b)
+        self.state.on_high_watermark(self.log_end)  # completed transactions are not kept: memory stays bounded
         if b["is_control"]:
-            session = self._session(pid, epoch) if b["control_type"] in MARKER_TYPES else None
-            if b["control_type"] in MARKER_TYPES:
-                started = self._open.pop(pid, None)
+            marker = is_marker(b)
+            session = self._session(pid, epoch) if marker else None
+            if marker:
+                done = result.completed_txn if result is not None else None
+                started = None if done is None else (done.first_offset, self._txn_epoch.pop(pid, epoch))
                 if visible:
                     if started is not None:
                         closes = f"closes the transaction from offset {started[0]}"
@@ -252,13 +252,14 @@ class Replay:
                         detail=f"{b['control_type']} marker coordEpoch {b['coordinator_epoch']}; {closes}")
             elif visible:
                 yield from self._flush()
+                what = f"{b['control_type']} control batch" if b["control_type"] else "empty control batch (emptied by the log cleaner)"
                 yield self._event("control", "log", b["max_timestamp"], offset=b["base_offset"],
                                   last_offset=b["last_offset"], producer_id=pid, producer_epoch=epoch,
-                                  control_type=b["control_type"], detail=f"{b['control_type']} control batch")
+                                  control_type=b["control_type"], detail=what)
         else:
-            opens = bool(b["is_transactional"]) and pid >= 0 and pid not in self._open
+            opens = result is not None and result.opened_txn is not None
             if opens:
-                self._open[pid] = (b["base_offset"], epoch)
+                self._txn_epoch[pid] = epoch
             session = self._session(pid, epoch)
             if visible:
                 if opens or session or not self.opts.summary:
@@ -317,10 +318,6 @@ class Replay:
         """Yield the events; the last one is always ``end``."""
         coord = _Peek(coordinator)
         for b in batches:
-            if self._last_offset is not None and b["base_offset"] <= self._last_offset:
-                # another copy of offsets already replayed (.deleted/.cleaned/.swap file): the live one came first
-                self.skipped_duplicates += 1
-                continue
             ts = b["max_timestamp"]
             if self._first_batch_ms is None:
                 self._first_batch_ms = ts
@@ -341,8 +338,9 @@ class Replay:
         lso = pinned[0] if pinned else end
         if hw is not None and lso is not None:
             lso = min(lso, hw)
-        opened = [{"producer_id": pid, "producer_epoch": epoch, "first_offset": first,
-                   "transactional_id": self._tid(pid)} for pid, (first, epoch) in self._open.items()]
+        opened = [{"producer_id": pid, "producer_epoch": self._txn_epoch.get(pid, self.state.producers[pid].producer_epoch),
+                   "first_offset": first, "transactional_id": self._tid(pid)}
+                  for first, pid in sorted(self.state.ongoing.items())]
         parts = [f"log end {end}"]
         parts.append(f"high watermark {hw} (replication-offset-checkpoint)" if hw is not None
                      else "high watermark unknown (no checkpoint for this view)")
@@ -353,6 +351,6 @@ class Replay:
                 + (f" ({o['transactional_id']})" if o["transactional_id"] else "") + f" since {o['first_offset']}"
                 for o in opened)
         ev = self._event("end", "replay", self._last_ms, offset=end, detail=text, high_watermark=hw,
-                         open_transactions=opened, skipped_duplicates=self.skipped_duplicates)
+                         open_transactions=opened)
         ev["lso"] = lso
         return ev

@@ -10,11 +10,15 @@ id map of the producers involved, and the high watermark.
 
 Two shortcuts keep a bounded view exact without replaying the prefix:
 
-* the open transactions at ``--from`` come from the transaction *edges* (each
-  producer's markers and the first transactional batch after each marker)
-  before it, per producer the last edge: a data edge means still open;
+* the open transactions at ``--from`` are the producer-state model's
+  transactions of the replica (:mod:`auditor.producer_state.spark`) opened
+  before it and not closed before it;
 * with ``--producer-id`` only that producer's batches are streamed, plus every
-  other producer's edges, because those are all the LSO depends on.
+  other producer's transaction *edges* (the first data batch and the marker of
+  each transaction), because those are all the LSO depends on.
+
+Rows come from the live log only (``AuditContext.table``): a ``.deleted`` copy
+of a cleaned segment is never replayed.
 """
 
 from __future__ import annotations
@@ -137,15 +141,14 @@ class Timeline:
         return reps[0]
 
     def _rows(self):
-        """The chosen replica's batches, with a rank that puts the live ``.log`` copy first."""
+        """The chosen replica's live batches (``ctx.table``: the live log only)."""
         from pyspark.sql import functions as F
 
         rep = self.replica
         assert rep is not None
-        df = self._partition_rows().where(
+        return self._partition_rows().where(
             (F.col("cluster_id") == rep.cluster_id) & (F.col("log_dir") == rep.log_dir)
             & (F.col("broker_id").eqNullSafe(F.lit(rep.broker_id))))
-        return df.select(*BATCH_COLUMNS, F.when(F.col("file").endswith(".log"), 0).otherwise(1).alias("_copy"))
 
     # -- bounds ---------------------------------------------------------------------
     def offset_range(self) -> tuple[int, int | None]:
@@ -172,29 +175,29 @@ class Timeline:
                 hi = row["hi"] - 1
         return lo, hi
 
+    def _transactions(self):
+        """The replica's transactions, from the producer-state model (one partition: small)."""
+        from auditor.producer_state import spark as model
+
+        return model.transactions(model.producer_batches(self._rows()))
+
     def _edges(self):
-        """Per producer, its markers and the first transactional data batch after each
-        marker (where a transaction opens): the only rows the LSO depends on."""
-        from pyspark.sql import Window
+        """The batches the LSO depends on: each transaction's first data batch and its
+        marker (from the model's transactions of this replica)."""
         from pyspark.sql import functions as F
 
-        t = self._rows().where("is_transactional AND producer_id >= 0")
-        w = Window.partitionBy("producer_id").orderBy("base_offset", "_copy")
-        prev_ctl = F.lag("is_control").over(w)
-        t = t.withColumn("_opens", ~F.col("is_control") & (prev_ctl.isNull() | prev_ctl))
-        return t.where(F.col("is_control") | F.col("_opens"))
+        t = self._transactions()
+        ends = t.select("producer_id", F.col("first_offset").alias("base_offset")).where("base_offset IS NOT NULL").union(
+            t.select("producer_id", F.col("marker_offset").alias("base_offset")).where("base_offset IS NOT NULL"))
+        return self._rows().join(ends, ["producer_id", "base_offset"], "left_semi")
 
     def open_at(self, lo: int) -> list[tuple[int, int, int]]:
         """Open transactions just before offset ``lo``: (producer id, first offset, epoch)."""
-        from pyspark.sql import functions as F
+        from auditor.producer_state import spark as model
 
         if lo <= 0:
             return []
-        e = self._edges().where(F.col("last_offset") < lo)
-        last = e.groupBy("producer_id").agg(
-            F.max_by(F.struct("base_offset", "is_control", "producer_epoch"), F.col("base_offset")).alias("e"))
-        rows = last.where("NOT e.is_control").select("producer_id", "e.base_offset", "e.producer_epoch").collect()
-        return [(r[0], r[1], r[2]) for r in rows]
+        return [(r[0], r[1], r[2]) for r in model.open_at(self._transactions(), lo).collect()]
 
     def batch_stream(self, lo: int, hi: int | None) -> Iterator[dict[str, Any]]:
         """The rows to replay, in offset order, streamed partition by partition."""
@@ -209,9 +212,9 @@ class Timeline:
             df = rows.where(cond)
         else:
             mine = rows.where(cond & (F.col("producer_id") == pid))
-            others = self._edges().where(cond & (F.col("producer_id") != pid)).drop("_opens")
+            others = self._edges().where(cond & (F.col("producer_id") != pid))
             df = mine.unionByName(others)
-        for r in df.orderBy("base_offset", "_copy").toLocalIterator():
+        for r in df.select(*BATCH_COLUMNS).orderBy("base_offset").toLocalIterator():
             yield r.asDict()
 
     # -- coordinator ------------------------------------------------------------------

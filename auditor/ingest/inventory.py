@@ -28,6 +28,7 @@ FILES_SCHEMA = pa.schema(
         pa.field("snapshot_epoch", pa.int64()),
         pa.field("size", pa.int64()),
         pa.field("mtime_ms", pa.int64()),
+        pa.field("next_offset", pa.int64()),
         pa.field("rows", pa.int64()),
         pa.field("tables", pa.list_(pa.string())),
         pa.field("status", pa.string()),
@@ -46,13 +47,16 @@ def build_inventory(
     files: list[FileInfo],
     counts: dict[str, dict[str, int]],
     problems: dict[str, list[tuple[int, str, str]]],
+    next_offsets: dict[str, int] | None = None,
 ) -> list[dict]:
-    """``counts[path][table]`` = rows; ``problems[path]`` = [(position, kind, message)]."""
+    """``counts[path][table]`` = rows; ``problems[path]`` = [(position, kind, message)];
+    ``next_offsets[path]`` = the offset after a segment's last decoded batch."""
     rows = []
     for fi in files:
         row = fi.as_row()
         per_table = counts.get(fi.path, {})
         row["rows"] = sum(per_table.values())
+        row["next_offset"] = (next_offsets or {}).get(fi.path)
         row["tables"] = sorted(t for t, n in per_table.items() if n) or None
         probs = sorted(problems.get(fi.path, []), key=lambda p: (p[0] if p[0] >= 0 else 1 << 62))
         row["problem_count"] = len(probs)

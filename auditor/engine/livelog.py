@@ -1,0 +1,183 @@
+"""The live log of a replica: which files, and which bytes of them, the broker would load.
+
+A partition directory copied off a broker holds more than its log: the cleaner's
+``.cleaned`` output and the ``.deleted`` originals it replaced (deleted only after
+``file.delete.delay.ms``), a ``.swap`` segment an interrupted swap left behind,
+segments after a torn write that recovery would throw away. Replaying all of it
+as log invents duplicates and hanging transactions. This module decides, once,
+what the broker's log loading (``LogLoader.load``, Kafka 3.x/4.x) keeps; the
+ingest tables keep every file, and ``AuditContext.table`` hands every consumer
+(rules, views, timeline, plots, the batch job's audit) only the live rows.
+
+The rules applied to each partition directory, in the loader's order:
+
+1. a directory renamed ``-delete`` or ``-stray`` is not served: nothing in it is
+   live (``-future`` directories are a replica of their own and are loaded);
+2. ``*.deleted`` files are deleted at load (``removeTempFilesAndCollectSwapFiles``);
+3. ``*.cleaned`` files are deleted at load, and so is every ``.swap`` file whose
+   base offset is at or above the lowest ``.cleaned`` offset (an interrupted
+   split, KAFKA-6264);
+4. the remaining ``.swap`` log files complete their swap: every other file whose
+   base offset lies in [lowest swap base offset, highest swap next offset) —
+   the segments they replace and those segments' indexes and snapshots — is
+   deleted, and the ``.swap`` files become the segments;
+5. without a clean-shutdown marker (``.kafka_cleanshutdown`` in the log dir),
+   segments from the one holding the recovery point
+   (``recovery-point-offset-checkpoint``) on are recovered: the first segment
+   with an invalid batch (bad CRC, torn or zero-filled tail, lost framing) is
+   truncated at that batch, and every segment after it is deleted;
+6. a segment's batches at or above the next segment's base offset are shadowed
+   by it (reads find an offset in the segment with the greatest base offset at
+   or below it) — only possible when segments overlap, which healthy brokers
+   never leave behind.
+
+Producer snapshots go with rules 2-4 like any offset-named file; which live
+snapshot seeds the producer state is the model's business
+(:func:`auditor.producer_state.reference.load_replica`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+# problems the broker's segment recovery truncates at (LogSegment.recover: an invalid batch)
+RECOVERY_TRUNCATES = ("bad-crc", "truncated", "zero-tail", "bad-length", "unknown-magic", "unknown-version", "corrupt")
+OFFSET_NAMED = ("segment", "offset-index", "time-index", "txn-index", "producer-snapshot")
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """One file's place in the live log: ``live``, and if only part of it is, where it ends."""
+
+    path: str
+    live: bool
+    reason: str | None = None  # why not live, or why only in part
+    end_offset: int | None = None  # batches with base offset >= this are not live (shadowed)
+    end_position: int | None = None  # batches at byte position >= this are not live (recovery truncation)
+
+    @property
+    def bounded(self) -> bool:
+        return self.live and (self.end_offset is not None or self.end_position is not None)
+
+
+def decide(files: Iterable[Mapping[str, Any]], *, recovery_points: Mapping[tuple, int] | None = None,
+           next_offsets: Mapping[str, int] | None = None) -> dict[str, Liveness]:
+    """Liveness of every file of the ``files`` inventory (rows as dicts).
+
+    ``recovery_points``: (log_dir, topic, partition) -> recovery point offset.
+    ``next_offsets``: segment path -> the offset after its last batch
+    (``files.next_offset``; needed for ``.swap`` segments and overlaps, read from
+    the rows themselves when they carry it)."""
+    rows = list(files)
+    recovery_points = recovery_points or {}
+    nxt = {r["path"]: r["next_offset"] for r in rows if r.get("next_offset") is not None}
+    nxt.update(next_offsets or {})
+    clean_dirs = {r["log_dir"] for r in rows if r.get("kind") == "clean-shutdown" and r.get("log_dir")}
+    out: dict[str, Liveness] = {}
+    by_dir: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if r.get("partition") is None or r.get("topic") is None:
+            out[r["path"]] = Liveness(r["path"], True)
+            continue
+        by_dir.setdefault(os.path.dirname(r["path"]), []).append(r)
+    for _, members in by_dir.items():
+        for lv in _partition_dir(members, recovery_points, nxt, clean_dirs):
+            out[lv.path] = lv
+    return out
+
+
+def recovery_points(checkpoint_rows: Iterable[Mapping[str, Any]]) -> dict[tuple, int]:
+    """(log_dir, topic, partition) -> recovery point, from ``checkpoints`` rows."""
+    return {(r["log_dir"], r["topic"], r["partition"]): r["offset"] for r in checkpoint_rows
+            if r["checkpoint_kind"] == "recovery-point-offset"}
+
+
+def _partition_dir(members: list[Mapping[str, Any]], recovery_points: Mapping[tuple, int],
+                   nxt: Mapping[str, int], clean_dirs: set[str]) -> list[Liveness]:
+    first = members[0]
+    if first.get("dir_status") in ("delete", "stray"):
+        why = f"in a -{first['dir_status']} partition directory: a replica the broker no longer serves"
+        return [Liveness(r["path"], False, why) for r in members]
+    verdict: dict[str, Liveness] = {}
+
+    def drop(r: Mapping[str, Any], why: str) -> None:
+        verdict[r["path"]] = Liveness(r["path"], False, why)
+
+    named = [r for r in members if r.get("kind") in OFFSET_NAMED and r.get("base_offset") is not None]
+    cleaned = [r for r in named if r.get("file_status") == "cleaned"]
+    min_cleaned = min((r["base_offset"] for r in cleaned), default=None)
+    for r in named:
+        if r.get("file_status") == "deleted":
+            drop(r, "a .deleted file: the broker deletes it at load (its replacement is live)")
+        elif r.get("file_status") == "cleaned":
+            drop(r, "a .cleaned file: log cleaner output not yet swapped in; the broker deletes it at load")
+        elif r.get("file_status") == "swap" and min_cleaned is not None and r["base_offset"] >= min_cleaned:
+            drop(r, f"a .swap file at or above the lowest .cleaned offset {min_cleaned}: an interrupted split the broker discards")
+    swaps = [r for r in named if r.get("file_status") == "swap" and r["path"] not in verdict and r.get("kind") == "segment"]
+    if swaps:
+        lo = min(r["base_offset"] for r in swaps)
+        hi = max(nxt.get(r["path"], r["base_offset"]) for r in swaps)
+        for r in named:
+            if r["path"] in verdict or r.get("file_status") == "swap":
+                continue
+            if lo <= r["base_offset"] < hi:
+                drop(r, f"replaced by the .swap segment(s) covering offsets {lo}..{hi - 1}: the broker completes the swap at load")
+    # the segments now making up the log, in offset order
+    segs = sorted((r for r in named if r.get("kind") == "segment" and r["path"] not in verdict),
+                  key=lambda r: r["base_offset"])
+    bounds: dict[str, dict[str, Any]] = {}
+    log_dir = first.get("log_dir")
+    if segs and log_dir not in clean_dirs:
+        rp = recovery_points.get((log_dir, first.get("topic"), first.get("partition")), 0)
+        start = 0
+        for i, s in enumerate(segs):
+            if s["base_offset"] <= rp:
+                start = i
+        for i in range(start, len(segs)):
+            s = segs[i]
+            pos = s.get("error_position")
+            if s.get("status") in RECOVERY_TRUNCATES and pos is not None and pos >= 0:
+                bounds.setdefault(s["path"], {})["end_position"] = _batch_start(pos, s.get("status"))
+                bounds[s["path"]]["reason"] = (
+                    f"recovery truncates it at byte {bounds[s['path']]['end_position']} ({s['status']}; no clean shutdown, "
+                    f"at or after the recovery point {rp})")
+                for later in segs[i + 1:]:
+                    drop(later, f"deleted by recovery: an invalid batch in the earlier segment {s['path']} "
+                                f"(no clean shutdown, at or after the recovery point {rp})")
+                segs = segs[: i + 1]
+                break
+    for a, b in zip(segs, segs[1:]):
+        end = nxt.get(a["path"])
+        if end is not None and end > b["base_offset"]:
+            d = bounds.setdefault(a["path"], {})
+            d["end_offset"] = b["base_offset"]
+            d["reason"] = ((d.get("reason") + "; ") if d.get("reason") else "") + (
+                f"overlaps the next segment from offset {b['base_offset']}: reads from there find the next segment")
+    out = []
+    for r in members:
+        if r["path"] in verdict:
+            out.append(verdict[r["path"]])
+        elif r["path"] in bounds:
+            d = bounds[r["path"]]
+            out.append(Liveness(r["path"], True, d.get("reason"), d.get("end_offset"), d.get("end_position")))
+        else:
+            out.append(Liveness(r["path"], True))
+    return out
+
+
+def _batch_start(position: int, status: str | None) -> int:
+    """The inventory gives a bad CRC's position at the CRC field (batch start + 17);
+    other problems at the batch start."""
+    return position - 17 if status == "bad-crc" and position >= 17 else position
+
+
+def row_bounds_columns(table: str) -> tuple[str, str] | None:
+    """(position column, offset column) of a table's rows, for partial files; None
+    for tables whose rows are not batches or records of a segment."""
+    if table == "batches":
+        return "position", "base_offset"
+    if table in ("transaction_log", "offset_commits", "group_metadata", "metadata_records"):
+        return "batch_position", "offset"
+    return None

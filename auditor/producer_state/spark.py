@@ -1,0 +1,210 @@
+"""The producer-state model as Spark derivations (see :mod:`auditor.producer_state.reference`).
+
+Every function takes DataFrames and returns a DataFrame; none collects. They
+are written over one ordering — (replica, producer id, base offset) — and the
+caller (``AuditContext``) persists what several rules share, so an audit sorts
+the producer batches once however many rules read the model.
+
+A *replica* is (cluster_id, broker_id, log_dir, topic, partition): several
+brokers' copies of a partition are modelled separately, as each broker keeps
+its own producer state.
+"""
+
+from __future__ import annotations
+
+REPLICA = ["cluster_id", "broker_id", "log_dir", "topic", "partition"]
+INT32_MAX = 2**31 - 1  # sequences wrap from here to 0
+NUM_BATCHES_TO_RETAIN = 5  # the broker's duplicate window (ProducerStateEntry)
+MARKER_TYPES = ("COMMIT", "ABORT")
+
+BATCH_COLUMNS = (
+    "cluster_id", "broker_id", "log_dir", "topic", "partition", "producer_id", "producer_epoch", "base_offset", "last_offset",
+    "last_offset_delta", "base_sequence", "last_sequence", "record_count", "is_transactional", "is_control",
+    "control_type", "coordinator_epoch", "max_timestamp",
+)
+
+
+def producer_batches(batches):
+    """Batches with a producer id (data and markers) of the segments, narrowed to the
+    columns the model reads, with ``is_marker`` (a COMMIT/ABORT control batch that
+    still holds its record: an emptied control batch is skipped, as by the broker)
+    and ``is_data``."""
+    from pyspark.sql import functions as F
+
+    return (
+        batches.where("magic = 2 AND source = 'segment' AND producer_id >= 0")
+        .select(*BATCH_COLUMNS)
+        .withColumn("is_marker", F.col("is_control") & F.coalesce(F.col("control_type").isin(*MARKER_TYPES), F.lit(False)))
+        .withColumn("is_data", ~F.col("is_control"))
+    )
+
+
+def sequence_breaks(pb):
+    """Data batches of each (replica, producer id) that do not simply chain on the
+    previous one, with that previous batch's epoch, sequences and offset: what the
+    broker compares a new batch against (``ProducerAppendInfo.checkSequence``).
+
+    A batch *chains* when it has the previous data batch's epoch and starts at its
+    last sequence + 1 (wrapping after 2147483647). Only the others are kept: a
+    producer's first retained batch, epoch changes, gaps, regressions and
+    duplicates. On a healthy log that is one row per producer session.
+
+    ``duplicate_of_offset``: the broker keeps the last 5 batches per producer to
+    answer retries; a batch equal to one of the 2nd..5th previous ones (epoch and
+    both sequences) is a retry it would have acknowledged, not appended — its
+    offset is given here. The adjacent duplicate is visible from ``prev_data_*``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy(*REPLICA, "producer_id").orderBy("base_offset")
+    # only the columns the sequence checks read: the shuffle before the sort is the largest
+    # cost here, and it scales with the row width
+    d = pb.where("is_data").select(
+        *REPLICA, "producer_id", "producer_epoch", "base_offset", "last_offset", "base_sequence", "last_sequence",
+        "record_count", "is_transactional", "max_timestamp")
+    d = (
+        d.withColumn("prev_data_epoch", F.lag("producer_epoch").over(w))
+        .withColumn("prev_data_base_sequence", F.lag("base_sequence").over(w))
+        .withColumn("prev_data_last_sequence", F.lag("last_sequence").over(w))
+        .withColumn("prev_data_offset", F.lag("base_offset").over(w))
+    )
+    duplicate_of = None
+    for k in range(2, NUM_BATCHES_TO_RETAIN + 1):
+        def back(c: str, k: int = k):
+            return F.lag(c, k).over(w)
+
+        same = ((back("producer_epoch") == F.col("producer_epoch")) & (back("base_sequence") == F.col("base_sequence"))
+                & (back("last_sequence") == F.col("last_sequence")))
+        duplicate_of = F.when(same, back("base_offset")) if duplicate_of is None else duplicate_of.when(same, back("base_offset"))
+    d = d.withColumn("duplicate_of_offset", duplicate_of)
+    prev_last = F.col("prev_data_last_sequence")
+    expected = F.when(prev_last == INT32_MAX, F.lit(0)).otherwise(prev_last + 1)
+    chained = (F.col("prev_data_epoch").isNotNull() & (F.col("producer_epoch") == F.col("prev_data_epoch"))
+               & (F.col("base_sequence") == expected))
+    return d.where(~chained | F.col("duplicate_of_offset").isNotNull())
+
+
+def transactions(pb):
+    """One row per transaction per replica (``reference.transactions`` row by row).
+
+    A producer's transactional data batches between two of its markers form one
+    transaction; the later marker closes it (``state`` commit / abort), none
+    leaves it ``open`` with its first offset where the broker's
+    ``currentTxnFirstOffset`` is. A marker with no data before it is a
+    ``marker-only`` row (the cleaner removed the data, or a coordinator's marker
+    for a partition the producer never wrote). The previous transaction's marker
+    is alongside (``prev_*``). Grouping is a running count of markers: one sort
+    of the transactional batches, then a hash aggregate."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy(*REPLICA, "producer_id").orderBy("base_offset")
+    running = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    pb = pb.where(F.col("is_transactional") & (F.col("is_data") | F.col("is_marker"))).withColumn(
+        # markers strictly before this batch: a marker belongs to the data before it
+        "markers_before",
+        F.sum(F.col("is_marker").cast("int")).over(running) - F.col("is_marker").cast("int"),
+    )
+    d = F.col("is_data")
+    m = F.col("is_marker")
+    t = pb.groupBy(*REPLICA, "producer_id", "markers_before").agg(
+        F.sum(d.cast("int")).alias("data_batches"),
+        F.min(F.when(d, F.col("base_offset"))).alias("first_offset"),
+        F.max(F.when(d, F.col("last_offset"))).alias("last_data_offset"),
+        F.min(F.when(d, F.col("max_timestamp"))).alias("first_timestamp"),
+        F.max(F.when(d, F.col("max_timestamp"))).alias("last_data_timestamp"),
+        F.min(F.when(d, F.col("producer_epoch"))).alias("data_epoch_min"),
+        F.max(F.when(d, F.col("producer_epoch"))).alias("data_epoch_max"),
+        F.max(F.when(m, F.col("base_offset"))).alias("marker_offset"),
+        # numeric, not max(control_type): a string aggregate forces a sort-based aggregate, i.e. a
+        # second full sort of the transactional batches; with fixed-width buffers it is a hash aggregate
+        F.max(F.when(m, (F.col("control_type") == "COMMIT").cast("int"))).alias("_marker_commit"),
+        F.max(F.when(m, F.col("producer_epoch"))).alias("marker_epoch"),
+        F.max(F.when(m, F.col("coordinator_epoch"))).alias("coordinator_epoch"),
+        F.max(F.when(m, F.col("max_timestamp"))).alias("marker_timestamp"),
+    )
+    t = t.withColumn("marker_type", F.when(F.col("_marker_commit") == 1, F.lit("COMMIT")).when(
+        F.col("_marker_commit") == 0, F.lit("ABORT"))).drop("_marker_commit")
+    t = t.withColumn(
+        "state",
+        F.when(F.col("marker_offset").isNull(), F.lit("open"))
+        .when(F.col("data_batches") == 0, F.lit("marker-only"))
+        .otherwise(F.lower(F.col("marker_type"))),
+    )
+    g = Window.partitionBy(*REPLICA, "producer_id").orderBy("markers_before")
+    before = g.rowsBetween(Window.unboundedPreceding, -1)
+    return (
+        t.withColumn("prev_marker_epoch", F.lag("marker_epoch").over(g))
+        .withColumn("prev_marker_offset", F.lag("marker_offset").over(g))
+        .withColumn("prev_coordinator_epoch", F.last("coordinator_epoch", ignorenulls=True).over(before))
+    )
+
+
+def unstable_at(txns, offset_col):
+    """Transactions that hold the LSO at ``offset_col`` (a column of ``txns``' rows
+    after a join): opened below it and not closed by a marker below it."""
+    from pyspark.sql import functions as F
+
+    return (F.col("first_offset") < offset_col) & (F.col("marker_offset").isNull() | (F.col("marker_offset") >= offset_col))
+
+
+def last_stable_offsets(txns, partitions):
+    """Per replica of ``partitions`` (columns: the replica key, ``high_watermark``,
+    ``log_end_offset``, ``log_start_offset``): the first unstable offset and the
+    last stable offset the broker has after loading the replica, and the open
+    transaction that pins it.
+
+    ``hw`` is the high watermark (``replication-offset-checkpoint``; the log end
+    when absent, capped by it). The first unstable offset is the first offset of
+    the earliest open transaction, never below the log start; the LSO is that
+    offset if below ``hw``, else ``hw`` (``UnifiedLog.lastStableOffset``).
+    Completed transactions whose marker is not yet below the high watermark
+    (``unreplicatedTxns``) are not counted: a loaded broker seeds its state from a
+    producer snapshot at the log end (written at a clean shutdown, or by recovery
+    after an unclean one), which does not keep them — they hold a running
+    broker's LSO only until its followers fetch the marker
+    (:func:`auditor.producer_state.reference.load_replica` does the same).
+
+    Columns added: ``hw``, ``first_unstable_offset``, ``last_stable_offset``,
+    ``open_transactions`` (how many are open) and the earliest open transaction
+    as ``pin`` (struct: ``first_offset``, ``producer_id``, ``producer_epoch`` —
+    its data epoch —, ``first_timestamp``, ``prev_coordinator_epoch``), null
+    when none is open."""
+    from pyspark.sql import functions as F
+
+    p = partitions.withColumn("hw", F.least(F.coalesce("high_watermark", "log_end_offset"), F.col("log_end_offset")))
+    agg = txns.where("state = 'open'").groupBy(*REPLICA).agg(
+        F.count(F.lit(1)).alias("open_transactions"),
+        F.min(F.struct("first_offset", "producer_id", F.col("data_epoch_max").alias("producer_epoch"),
+                       "first_timestamp", "prev_coordinator_epoch")).alias("pin"),
+    )
+    out = p.join(agg, REPLICA, "left")
+    fuo = F.greatest(F.col("pin.first_offset"), F.coalesce(F.col("log_start_offset"), F.lit(0)))
+    return (out.withColumn("first_unstable_offset", F.when(F.col("pin").isNotNull(), fuo))
+            .withColumn("last_stable_offset", F.when(F.col("first_unstable_offset") < F.col("hw"), F.col("first_unstable_offset"))
+                        .otherwise(F.col("hw")))
+            .withColumn("open_transactions", F.coalesce("open_transactions", F.lit(0))))
+
+
+def open_at(txns, offset: int):
+    """Transactions open just before ``offset`` (the timeline's state at ``--from``):
+    (producer id, first offset, data epoch) rows."""
+    from pyspark.sql import functions as F
+
+    return txns.where(unstable_at(txns, F.lit(offset))).select(
+        "producer_id", "first_offset", F.col("data_epoch_min").alias("producer_epoch"))
+
+
+def pins_by_bucket(txns, opened_bucket, last_open_bucket):
+    """The LSO's pin over time, for charts: per replica and time bucket, the earliest
+    transaction open during it (struct ``pin``: first offset, first timestamp,
+    producer id) and how many were open. ``opened_bucket`` / ``last_open_bucket``
+    are columns of ``txns`` giving the bucket a transaction opened in and the last
+    one it was still open in (before its marker's bucket)."""
+    from pyspark.sql import functions as F
+
+    return (txns.where("first_offset IS NOT NULL").withColumn("_b0", opened_bucket).withColumn("_b1", last_open_bucket)
+            .where("_b1 >= _b0")
+            .select(*REPLICA, F.explode(F.sequence("_b0", "_b1")).alias("bucket"),
+                    F.struct("first_offset", "first_timestamp", "producer_id").alias("txn"))
+            .groupBy(*REPLICA, "bucket").agg(F.min("txn").alias("pin"), F.count(F.lit(1)).alias("open")))

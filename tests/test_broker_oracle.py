@@ -1,0 +1,151 @@
+"""The broker as oracle: our live log and producer-state model against Kafka's own log loading.
+
+Every partition directory of every broker log dir in ``sample_logs/`` and
+``shared/real_logs/`` is loaded twice:
+
+* by Kafka 4.3.1's ``UnifiedLog.create`` (``LogLoader`` + ``ProducerStateManager``),
+  offline on a copy (``tests/kafka_oracle.py``, ``scripts/kafka/java/LogStateOracle.java``);
+* by this project: ingest, the live log (``AuditContext.table`` /
+  :mod:`auditor.engine.livelog`), the reference model's
+  :func:`~auditor.producer_state.reference.load_replica` over the ingested rows,
+  and the Spark model's last stable offsets that the rules read.
+
+Per partition they must agree on the segments that make up the log, the log end
+offset, every producer entry (epoch, coordinator epoch, first/last sequence,
+last data offset, last timestamp, open transaction), the open transactions and
+the last stable offset. Both sides get the same high watermark (the
+checkpointed one, else the log end, as a leader would have) and the same "now"
+(the newest batch timestamp of the log dir).
+
+One difference is by design and is checked as such: the Spark model replays the
+live log from its start, the broker seeds from its newest producer snapshot. A
+transaction the snapshot remembers whose data retention removed (first offset
+below the log start) is open for the broker and invisible to the replay; the
+``snapshot-log-mismatch`` rule (``open-txn-below-log-start``) reports it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from conftest import REAL_LOGS, SAMPLE_LOGS
+from kafka_oracle import load_partitions, requests_for_log_dirs
+from auditor.engine.ingest_job import ingest
+from auditor.engine.views import AuditContext
+from auditor.producer_state.reference import load_replica
+
+pytestmark = pytest.mark.spark
+
+PRODUCER_FIELDS = ("producer_id", "producer_epoch", "coordinator_epoch", "first_sequence", "last_sequence",
+                   "last_data_offset", "current_txn_first_offset", "last_timestamp")
+
+
+def _log_dirs() -> list[Path]:
+    dirs = sorted(p.parent for p in SAMPLE_LOGS.glob("*/*/meta.properties"))
+    dirs += sorted(p.parent for p in REAL_LOGS.rglob("meta.properties"))
+    return [Path(os.path.abspath(d)) for d in dirs]
+
+
+@pytest.fixture(scope="module")
+def compared(spark, tmp_path_factory):
+    log_dirs = _log_dirs()
+    assert len(log_dirs) >= 30, log_dirs
+    requests = requests_for_log_dirs(log_dirs)
+    out = tmp_path_factory.mktemp("oracle") / "tables"
+    ingest(spark, [str(d) for d in log_dirs], str(out))
+    ctx = AuditContext(spark, str(out))
+    live = ctx.live_log
+    parts = {(r["log_dir"], r["topic"], r["partition"]): r.asDict() for r in ctx.partitions.collect()}
+    lsos = {(r["log_dir"], r["topic"], r["partition"]): r.asDict() for r in ctx.last_stable_offsets.collect()}
+    batches = defaultdict(list)
+    for r in ctx.producer_batches.orderBy("log_dir", "topic", "partition", "base_offset").toLocalIterator():
+        batches[(r["log_dir"], r["topic"], r["partition"])].append(r.asDict())
+    snaps: dict[tuple, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+    for r in ctx.table("producer_snapshots").where("producer_id IS NOT NULL").collect():
+        snaps[(r["log_dir"], r["topic"], r["partition"])][r["snapshot_offset"]].append(r.asDict())
+    for r in ctx.table("producer_snapshots").select("log_dir", "topic", "partition", "snapshot_offset").distinct().collect():
+        snaps[(r["log_dir"], r["topic"], r["partition"])].setdefault(r["snapshot_offset"], [])
+    segments = defaultdict(set)
+    inv = ctx.load("files").where("kind = 'segment'").select("path", "log_dir", "topic", "partition", "base_offset").collect()
+    for f in inv:
+        if live[f["path"]].live:
+            segments[(f["log_dir"], f["topic"], f["partition"])].add(f["base_offset"])
+
+    for q in requests:  # the same high watermark on both sides: the checkpointed one, else the log end
+        p = parts.get((q["log_dir"], q["topic"], q["partition"]))
+        if p is not None and q["high_watermark"] is None:
+            q["high_watermark"] = p["log_end_offset"]
+    answers = load_partitions(requests)
+    ctx.close()
+    return requests, answers, parts, lsos, batches, snaps, segments
+
+
+def test_the_oracle_loaded_every_partition(compared):
+    requests, answers, *_ = compared
+    assert len(answers) == len(requests) >= 300
+    errors = [(a["dir"], a["error"]) for a in answers if a["error"]]
+    assert not errors, errors[:5]
+
+
+def test_live_segments_are_the_brokers(compared):
+    requests, answers, parts, _, _, _, segments = compared
+    checked = 0
+    for q, a in zip(requests, answers):
+        key = (q["log_dir"], q["topic"], q["partition"])
+        if key not in parts:  # no batch at all: the broker keeps (or makes) one empty segment
+            assert a["log_end_offset"] == a["log_start_offset"] or not segments.get(key), (key, a)
+            continue
+        assert sorted(segments[key]) == a["segments"], (key, sorted(segments[key]), a["segments"])
+        assert parts[key]["log_end_offset"] == a["log_end_offset"], (key, a)
+        checked += 1
+    assert checked >= 100
+
+
+def test_producer_state_equals_the_brokers(compared):
+    requests, answers, parts, _, batches, snaps, _ = compared
+    checked = producers = 0
+    for q, a in zip(requests, answers):
+        key = (q["log_dir"], q["topic"], q["partition"])
+        p = parts.get(key)
+        if p is None:
+            assert a["producers"] == [] or not batches.get(key), key
+            continue
+        ours = load_replica(batches.get(key, []), log_start_offset=p["log_start_offset"],
+                            log_end_offset=p["log_end_offset"], snapshots=snaps.get(key, {}),
+                            clean_shutdown=q["clean_shutdown"], high_watermark=q["high_watermark"], now_ms=q["now_ms"],
+                            producer_id_expiration_ms=q["producer_id_expiration_ms"])
+        theirs = [{f: e[f] for f in PRODUCER_FIELDS} for e in a["producers"]]
+        mine = [{f: e[f] for f in PRODUCER_FIELDS} for e in ours.producers()]
+        assert mine == theirs, f"{key}\nours:   {mine}\nbroker: {theirs}"
+        assert sorted((f, pid) for f, pid in ours.state.ongoing.items()) == \
+            sorted((t["first_offset"], t["producer_id"]) for t in a["ongoing_transactions"]), key
+        assert ours.last_stable_offset == a["last_stable_offset"], (key, ours.last_stable_offset, a)
+        checked += 1
+        producers += len(theirs)
+    assert checked >= 100 and producers >= 50, (checked, producers)
+
+
+def test_spark_last_stable_offset_equals_the_brokers(compared):
+    """What the rules read (ctx.last_stable_offsets) against the broker's LSO and pin."""
+    requests, answers, parts, lsos, _, _, _ = compared
+    checked = 0
+    for q, a in zip(requests, answers):
+        key = (q["log_dir"], q["topic"], q["partition"])
+        row = lsos.get(key)
+        if row is None:
+            continue
+        hw = a["high_watermark"]
+        ours = row["last_stable_offset"] if row["hw"] == hw else min(row["last_stable_offset"], hw)
+        open_broker = sorted((t["first_offset"], t["producer_id"]) for t in a["ongoing_transactions"])
+        if ours != a["last_stable_offset"]:
+            # by design: only the snapshot remembers a transaction whose data lies below the log start
+            assert open_broker and open_broker[0][0] < row["log_start_offset"], (key, ours, a)
+            continue
+        pin = None if row["pin"] is None else (row["pin"]["first_offset"], row["pin"]["producer_id"])
+        assert pin == (open_broker[0] if open_broker else None), (key, pin, open_broker)
+        checked += 1
+    assert checked >= 100

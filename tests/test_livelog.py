@@ -1,0 +1,97 @@
+"""The live log (auditor/engine/livelog.py): one case per rule of Kafka's LogLoader.
+
+The broker-oracle test checks the result against Kafka's own loader on every real
+partition directory we have; these cases cover the files those directories
+rarely hold (interrupted swaps and splits, recovery truncation, overlaps).
+"""
+
+from __future__ import annotations
+
+from auditor.engine.livelog import decide, recovery_points
+
+LOG_DIR = "/data"
+PDIR = f"{LOG_DIR}/orders-0"
+
+
+def f(name: str, *, kind: str = "segment", status: str = "ok", error_position=None, next_offset=None,
+      dir_status: str = "live", pdir: str = PDIR) -> dict:
+    """An inventory row for ``name`` in the partition directory."""
+    base, _, rest = name.partition(".")
+    suffix = rest.split(".")[-1] if rest.count(".") else "live"
+    return {"path": f"{pdir}/{name}", "log_dir": LOG_DIR, "topic": "orders", "partition": 0, "dir_status": dir_status,
+            "kind": kind, "file_status": suffix, "base_offset": int(base) if base.isdigit() else None,
+            "status": status, "error_position": error_position, "next_offset": next_offset}
+
+
+def seg(offset: int, suffix: str = "", **kw) -> dict:
+    return f(f"{offset:020d}.log{suffix}", **kw)
+
+
+CLEAN = {"path": f"{LOG_DIR}/.kafka_cleanshutdown", "log_dir": LOG_DIR, "topic": None, "partition": None,
+         "kind": "clean-shutdown", "dir_status": "root"}
+
+
+def live_names(rows: list[dict], **kw) -> dict[str, bool]:
+    return {p.rsplit("/", 1)[-1]: lv.live for p, lv in decide(rows, **kw).items() if p.startswith(PDIR)}
+
+
+def test_deleted_and_cleaned_files_are_not_live():
+    rows = [seg(0, next_offset=10), seg(0, ".deleted", next_offset=30), f(f"{0:020d}.index.deleted", kind="offset-index"),
+            f(f"{30:020d}.snapshot.deleted", kind="producer-snapshot"), seg(10, ".cleaned", next_offset=20), CLEAN]
+    assert live_names(rows) == {f"{0:020d}.log": True, f"{0:020d}.log.deleted": False, f"{0:020d}.index.deleted": False,
+                                f"{30:020d}.snapshot.deleted": False, f"{10:020d}.log.cleaned": False}
+    why = decide(rows)[f"{PDIR}/{0:020d}.log.deleted"].reason
+    assert "deleted" in why
+
+
+def test_a_swap_replaces_the_segments_it_covers_with_their_indexes_and_snapshots():
+    rows = [seg(0, next_offset=50), f(f"{0:020d}.index", kind="offset-index"), seg(50, next_offset=80),
+            f(f"{50:020d}.snapshot", kind="producer-snapshot"), seg(0, ".swap", next_offset=80), seg(80, next_offset=90), CLEAN]
+    got = live_names(rows)
+    assert got[f"{0:020d}.log.swap"] and got[f"{80:020d}.log"]
+    assert not got[f"{0:020d}.log"] and not got[f"{50:020d}.log"]
+    assert not got[f"{0:020d}.index"] and not got[f"{50:020d}.snapshot"]
+
+
+def test_a_swap_above_the_lowest_cleaned_offset_is_an_interrupted_split():
+    """KAFKA-6264: such swaps are deleted, and the segments they would replace stay."""
+    rows = [seg(0, next_offset=50), seg(20, ".cleaned", next_offset=30), seg(20, ".swap", next_offset=50), CLEAN]
+    got = live_names(rows)
+    assert got == {f"{0:020d}.log": True, f"{20:020d}.log.cleaned": False, f"{20:020d}.log.swap": False}
+
+
+def test_recovery_truncates_at_the_first_invalid_batch_after_the_recovery_point():
+    rows = [seg(0, next_offset=10), seg(10, status="bad-crc", error_position=117, next_offset=20), seg(20, next_offset=30)]
+    lv = decide(rows, recovery_points={(LOG_DIR, "orders", 0): 10})
+    bad = lv[f"{PDIR}/{10:020d}.log"]
+    assert bad.live and bad.end_position == 100 and "recovery" in bad.reason  # the batch starts 17 bytes before its CRC
+    assert not lv[f"{PDIR}/{20:020d}.log"].live
+    assert lv[f"{PDIR}/{0:020d}.log"].live and not lv[f"{PDIR}/{0:020d}.log"].bounded
+
+
+def test_no_recovery_below_the_recovery_point_or_after_a_clean_shutdown():
+    rows = [seg(0, status="bad-crc", error_position=17, next_offset=10), seg(10, next_offset=20)]
+    below = decide(rows, recovery_points={(LOG_DIR, "orders", 0): 10})
+    assert all(lv.live and not lv.bounded for lv in below.values())
+    clean = decide(rows + [CLEAN])
+    assert all(lv.live and not lv.bounded for lv in clean.values())
+
+
+def test_overlapping_segments_shadow_the_earlier_ones_batches():
+    rows = [seg(0, next_offset=60), seg(50, next_offset=70), CLEAN]
+    lv = decide(rows)[f"{PDIR}/{0:020d}.log"]
+    assert lv.live and lv.end_offset == 50 and "overlaps" in lv.reason
+
+
+def test_retired_directories_hold_nothing_live():
+    pdir = f"{LOG_DIR}/orders-0.{'a' * 32}-delete"
+    rows = [seg(0, dir_status="delete", pdir=pdir), f(f"{0:020d}.index", kind="offset-index", dir_status="delete", pdir=pdir)]
+    assert not any(lv.live for lv in decide(rows).values())
+    future = [seg(0, dir_status="future", pdir=f"{LOG_DIR}/orders-0.{'b' * 32}-future")]
+    assert all(lv.live for lv in decide(future).values())
+
+
+def test_recovery_points_come_from_the_checkpoint_rows():
+    rows = [{"checkpoint_kind": "recovery-point-offset", "log_dir": LOG_DIR, "topic": "orders", "partition": 0, "offset": 7},
+            {"checkpoint_kind": "replication-offset", "log_dir": LOG_DIR, "topic": "orders", "partition": 0, "offset": 9}]
+    assert recovery_points(rows) == {(LOG_DIR, "orders", 0): 7}
