@@ -21,16 +21,16 @@ whose appends are never sequence-checked.
 INVALID_PRODUCER_EPOCH), but replication and log recovery skip the checks, so
 they reach disk through log truncation after an unclean leader election,
 divergent replicas, or a broker bug (KAFKA-5793, KIP-185 follow-up, KIP-360). On
-compacted topics the cleaner removes whole batches, so gaps there are expected
-and reported as info.
+compacted topics the cleaner removes whole batches (``LogCleaner``: all but a
+producer's last one), so a forward gap there is what compaction leaves and is
+not reported; regressions, duplicates and epoch errors still are.
 
 **Evidence.** previous batch offset and sequences, expected sequence, epochs,
 whether the topic is compacted.
 
 **Remediation.** Compare the partition's replicas (``replica-divergence``) and the
 broker logs around the offsets for unclean leader elections or truncation; for
-duplicates, downstream deduplication is needed for the affected offsets. Gaps on
-compacted topics need no action.
+duplicates, downstream deduplication is needed for the affected offsets.
 """
 
 from __future__ import annotations
@@ -78,8 +78,10 @@ def run(ctx):
     f = f.withColumn("_rank", F.row_number().over(Window.partitionBy(*REPLICA, "producer_id", "base_offset").orderBy(
         F.when(F.col("kind") == "duplicate", 0).otherwise(1)))).where("_rank = 1").drop("_rank")
     f = f.join(ctx.partitions.select(*REPLICA, "is_compacted"), REPLICA, "left")
-    benign = F.col("is_compacted") & F.col("kind").isin("gap")
-    sev = F.when(benign, F.lit("info")).when(F.col("kind") == "duplicate", F.lit("critical")).otherwise(F.lit("error"))
+    # the cleaner removes whole batches (a producer's last batch excepted): on a compacted topic a
+    # forward gap is what compaction leaves, not a finding
+    f = f.where(~(F.coalesce(F.col("is_compacted"), F.lit(False)) & (F.col("kind") == "gap")))
+    sev = F.when(F.col("kind") == "duplicate", F.lit("critical")).otherwise(F.lit("error"))
     return f.select(
         *REPLICA, "producer_id", "producer_epoch",
         F.least("other_offset", "base_offset").alias("first_offset"),
@@ -95,15 +97,13 @@ def run(ctx):
             .when(F.col("kind") == "new-epoch-nonzero", F.concat(F.lit(" (previous epoch "), F.col("prev_data_epoch").cast("string"), F.lit("; a new epoch must start at 0)")))
             .when(F.col("kind") == "epoch-regression", F.concat(F.lit(" after epoch "), F.col("prev_data_epoch").cast("string"), F.lit(" at offset "), F.col("other_offset").cast("string")))
             .otherwise(F.concat(F.lit(", expected "), F.col("expected").cast("string"), F.lit(" after offset "), F.col("other_offset").cast("string"))),
-            F.when(benign, F.lit(" (compacted topic: the cleaner removes whole batches)")).otherwise(F.lit("")),
         ).alias("message"),
         evidence(kind=F.col("kind"), base_sequence=F.col("base_sequence"), last_sequence=F.col("last_sequence"),
                  expected_sequence=F.col("expected"), previous_last_sequence=F.col("prev_data_last_sequence"),
                  previous_epoch=F.col("prev_data_epoch"), other_offset=F.col("other_offset"),
                  compacted=F.col("is_compacted")).alias("evidence"),
-        F.when(benign, F.lit("none: expected on compacted topics")).otherwise(F.lit(
-            "compare replicas of the partition and look for unclean leader elections or truncation around these offsets; "
-            "duplicates need downstream deduplication")).alias("remediation"),
+        F.lit("compare replicas of the partition and look for unclean leader elections or truncation around these offsets; "
+              "duplicates need downstream deduplication").alias("remediation"),
     )
 
 

@@ -16,10 +16,18 @@ and reports (``evidence['kind']``):
 
 Findings are grouped per partition and kind (and per lacking broker for the
 missing kinds): first and last divergent offset, how many offsets, and the
-first divergence in detail. On compacted topics each replica's cleaner works on
-its own, so missing batches/markers and CRC or record-count differences of
-batches the cleaner rewrote are not reported there. Brokers without a
-``cluster.id`` are keyed by log dir and never compared.
+first divergence in detail. Only the live log of each replica is compared (no
+``.deleted`` copies). On compacted topics each replica's cleaner works on its
+own schedule (``LogCleaner``): it removes whole batches and, after
+``delete.retention.ms``, markers whose transaction has no data left, thins
+batches, and stamps delete horizons — so there replicas must agree only on what
+both still hold: producer id, epoch, base sequence, last offset (the cleaner
+keeps a v2 batch's base and last offset) and the control type at each base
+offset; missing batches or markers and CRC or record-count differences are not
+divergence. A partition counts as compacted when its ``cleanup.policy`` says so
+or any replica shows the cleaner's work (thinned batches, delete horizons, a
+``cleaner-offset-checkpoint`` entry). Brokers without a ``cluster.id`` are keyed
+by log dir and never compared.
 
 **How it arises.** An unclean leader election (a replica outside the ISR became
 leader and the others truncated to it — or have not yet), replicas restored from
@@ -79,9 +87,10 @@ def run(ctx):
 
     differs = lambda c: F.when(~F.col(f"min_{c}").eqNullSafe(F.col(f"max_{c}")), F.concat(  # noqa: E731
         F.lit(c + " "), F.col(f"min_{c}").cast("string"), F.lit("/"), F.col(f"max_{c}").cast("string")))
-    same_count = F.col("min_record_count") == F.col("max_record_count")
     fields = [differs(c) for c in COMPARED]
-    fields.append(F.when(~F.col("is_compacted") | same_count, differs("crc")))
+    # a cleaner rewrites the batches it thins, and stamps a delete horizon on those holding tombstones or
+    # markers (new base timestamp, new CRC, same records): independent cleaners make different bytes
+    fields.append(F.when(~F.col("is_compacted"), differs("crc")))
     fields.append(F.when(~F.col("is_compacted"), differs("record_count")))
     g = g.withColumn("diff", F.concat_ws(", ", *fields))
     g = g.withColumn("lacking", F.transform(F.filter(

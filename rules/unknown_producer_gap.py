@@ -17,7 +17,9 @@ batches are gone — truncation or loss.
 
 **Classification** (``evidence['classification']``): ``retention`` (log start
 offset above 0: state removed with the deleted segments/records — spurious),
-``compaction`` (compacted topic), ``unexplained`` (nothing was deleted: loss).
+``unexplained`` (nothing was deleted: loss). On compacted topics the cleaner
+removes a producer's earlier batches by design and keeps its last one (so the
+broker keeps its state): not reported there.
 
 **Remediation.** ``retention``: none for data; raise ``retention.ms`` /
 ``producer.id.expiration.ms`` for low-traffic producers or upgrade clients to
@@ -47,11 +49,10 @@ def run(ctx):
         & (F.col("snapshot_last_offset") >= F.col("log_start_offset"))
     ).select(*REPLICA, "producer_id").distinct().withColumn("in_snapshot", F.lit(True))
     first = first.join(known, [*REPLICA, "producer_id"], "left").where(F.col("in_snapshot").isNull())
-    cls = (
-        F.when(F.col("log_start_offset") > 0, F.lit("retention"))
-        .when(F.col("is_compacted"), F.lit("compaction"))
-        .otherwise(F.lit("unexplained"))
-    )
+    # on a compacted topic the cleaner removes a producer's earlier batches by design (it keeps the
+    # last one, so the broker's state for the producer survives): nothing to report there
+    first = first.where(~((F.col("log_start_offset") <= 0) & F.coalesce(F.col("is_compacted"), F.lit(False))))
+    cls = F.when(F.col("log_start_offset") > 0, F.lit("retention")).otherwise(F.lit("unexplained"))
     first = first.withColumn("classification", cls)
     sev = F.when(F.col("classification") == "unexplained", F.lit("error")).when(
         F.col("classification") == "retention", F.lit("warning")).otherwise(F.lit("info"))
@@ -67,7 +68,6 @@ def run(ctx):
             F.when(F.col("classification") == "retention", F.concat(
                 F.lit("its earlier batches were removed (log start offset "), F.col("log_start_offset").cast("string"),
                 F.lit("); the broker has no state for it: spurious UNKNOWN_PRODUCER_ID / OutOfOrderSequence (KIP-360)")))
-            .when(F.col("classification") == "compaction", F.lit("compacted topic: the cleaner removed its earlier batches"))
             .otherwise(F.concat(
                 F.lit("the log still starts at offset "), F.col("log_start_offset").cast("string"),
                 F.lit(", yet sequences 0.."), (F.col("base_sequence") - 1).cast("string"), F.lit(" are missing: unexplained loss"))),

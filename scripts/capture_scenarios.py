@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Capture real Kafka broker log dirs into ``sample_logs/<scenario>/`` with their ground truth.
 
-Each scenario runs against a fresh single-node KRaft broker (``scripts/kafka/harness.py``), drives
+Each scenario runs against a fresh single-node KRaft broker, or a 3-node KRaft cluster (combined
+broker+controller nodes, 3 voters) for the multi-broker ones (``scripts/kafka/harness.py``), drives
 it with real clients — confluent-kafka (librdkafka: transactional and idempotent producers,
 consumers, admin), Kafka's own Java producer for transaction version 2, and kafka-python's protocol
 layer for the requests no well-behaved client sends — then stops the broker cleanly or SIGKILLs it,
-copies its log dir to ``sample_logs/<scenario>/broker-1/`` unmodified, and writes
+copies its log dir to ``sample_logs/<scenario>/broker-1/`` (each node's to ``broker-<node.id>/``)
+unmodified, and writes
 ``sample_logs/<scenario>/expected.json``.
 
 Ground truth is client-side bookkeeping only: the producer id/epoch the client held (librdkafka's
@@ -19,7 +21,7 @@ exact change is written into their expected.json under ``mutation``.
 
 Usage::
 
-    .venv/bin/python scripts/capture_scenarios.py               # all scenarios (~1.5 min)
+    .venv/bin/python scripts/capture_scenarios.py               # all scenarios (~3.5 min)
     .venv/bin/python scripts/capture_scenarios.py --only clean  # one (mutations need their base)
     .venv/bin/python scripts/capture_scenarios.py --list
 """
@@ -27,6 +29,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import random
@@ -46,6 +49,7 @@ from scripts.kafka.harness import (  # noqa: E402
     PRE_VERIFICATION,
     JavaProducer,
     KafkaBroker,
+    KafkaCluster,
     RawConnection,
     cluster_id_for,
 )
@@ -135,6 +139,11 @@ class Recorder:
         self.raw: list[dict] = []  # raw protocol requests and the broker's answers
         self.producers: dict[str, dict] = {}
         self.end_offsets: dict[str, dict] = {}
+        self.keyed: dict[str, list] = {}  # compacted topics: partition -> [offset, key, tombstone, writer]
+
+    def keyed_record(self, t: str, p: int, offset: int, key: bytes | None, tombstone: bool, writer: str) -> None:
+        if key is not None:
+            self.keyed.setdefault(tp(t, p), []).append([offset, key.decode(), tombstone, writer])
 
     def producer(self, name: str, **info) -> None:
         self.producers.setdefault(name, {"name": name}).update(info)
@@ -210,6 +219,9 @@ class CkProducer:
     def send(self, topic: str, partition: int, value: bytes, key: bytes | None = None) -> None:
         def dr(err, msg):
             self.pending.append((err, msg.topic(), msg.partition(), msg.offset()))
+            if msg.key() is not None and err is None:
+                self.ctx.rec.keyed_record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value() is None,
+                                          self.name)
 
         self.p.produce(topic, value=value, key=key, partition=partition, on_delivery=dr)
         k = tp(topic, partition)
@@ -238,7 +250,8 @@ class CkProducer:
 class Ctx:
     """One scenario run: a fresh broker, admin client, clients and the recorder."""
 
-    def __init__(self, name: str, version: str, overrides: dict, features: dict | None) -> None:
+    def __init__(self, name: str, version: str, overrides: dict, features: dict | None, brokers: int = 1,
+                 node_overrides: dict | None = None) -> None:
         self.name = name
         self.version = version
         self.workdir = WORK / name
@@ -253,11 +266,21 @@ class Ctx:
         self.client_log.setLevel(logging.INFO)
         self.overrides = overrides
         self.features = features or {}
-        self.broker = KafkaBroker(version, self.workdir, overrides, features=features, cluster_id=cluster_id_for(name))
+        self.brokers = brokers
+        self.node_overrides = node_overrides or {}
+        if brokers > 1:
+            # a cluster: node workdirs build/capture/<name>/node-<id>/, log dirs node-<id>/data
+            self.broker = KafkaCluster(version, self.workdir, brokers, overrides, self.node_overrides,
+                                       features=features, cluster_id=cluster_id_for(name))
+        else:
+            self.broker = KafkaBroker(version, self.workdir, overrides, features=features, cluster_id=cluster_id_for(name))
+        self.rf = min(brokers, 3)
         self.rec = Recorder()
         self.clients: list = []
         self.admin = None
         self.ending = "stop"
+        self.ending_text: str | None = None  # clusters: a description of how the nodes ended
+        self.after_stop: list[Callable[[], dict]] = []  # checks run on the stopped log dirs before copying
         self.used_java = False
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -286,14 +309,15 @@ class Ctx:
 
         cfg = self.segment_config(segment_bytes)
         cfg.update(config)
-        for f in self.admin.create_topics([NewTopic(name, partitions, 1, config=cfg)]).values():
+        for f in self.admin.create_topics([NewTopic(name, partitions, self.rf, config=cfg)]).values():
             f.result(30)
-        # wait until the partitions have a leader (metadata propagated)
+        # wait until the partitions have a leader (metadata propagated) and, in a cluster, a full ISR
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             md = self.admin.list_topics(name, timeout=5)
             t = md.topics.get(name)
-            if t and t.error is None and len(t.partitions) == partitions and all(p.leader >= 0 for p in t.partitions.values()):
+            if t and t.error is None and len(t.partitions) == partitions and all(
+                    p.leader >= 0 and len(p.isrs) == self.rf for p in t.partitions.values()):
                 return
             time.sleep(0.1)
         raise RuntimeError(f"topic {name} not ready")
@@ -325,6 +349,55 @@ class Ctx:
     def record_end_offsets(self, tps: list[tuple[str, int]]) -> None:
         self.rec.end_offsets.update(self.end_offsets(tps))
 
+    # -- clusters ---------------------------------------------------------------------------------
+    def log_dirs(self) -> dict[int, Path]:
+        return self.broker.log_dirs() if isinstance(self.broker, KafkaCluster) else {1: self.broker.log_dir}
+
+    def partitions(self, topic: str) -> dict[int, dict]:
+        """Leader, replicas and ISR of each partition of ``topic`` as a Metadata request reports them."""
+        md = self.admin.list_topics(topic, timeout=10)
+        t = md.topics[topic]
+        if t.error is not None:
+            raise RuntimeError(f"{topic}: {t.error}")
+        return {p.id: {"leader": p.leader, "replicas": list(p.replicas), "isr": sorted(p.isrs)}
+                for p in sorted(t.partitions.values(), key=lambda x: x.id)}
+
+    def wait_isr_full(self, topics: list[str], timeout: float = 60.0) -> dict[str, dict]:
+        """Wait until every partition of ``topics`` has all its replicas in the ISR and a leader."""
+        deadline = time.monotonic() + timeout
+        while True:
+            state = {}
+            ok = True
+            for t in topics:
+                for pid, info in self.partitions(t).items():
+                    state[tp(t, pid)] = info
+                    ok &= info["leader"] >= 0 and sorted(info["isr"]) == sorted(info["replicas"])
+            if ok:
+                return state
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"ISR not full after {timeout}s: {state}")
+            time.sleep(0.2)
+
+    def end_txn_tracked(self, txn: Txn, end: Callable[[], None], outcome: str, marker_epoch: Callable[[], int | None]) -> None:
+        """End ``txn`` with ``end()`` and find its markers while other transactions stay open on the same
+        partitions (so LSO == HW cannot be waited for): nothing else writes in between, so each of the
+        transaction's partitions grows by exactly one record, its marker, at the old high watermark."""
+        tps = [(k.rsplit("-", 1)[0], int(k.rsplit("-", 1)[1])) for k in txn.offsets]
+        before = {k: v["high_watermark"] for k, v in self.end_offsets(tps).items()}
+        end()
+        txn.outcome = outcome
+        txn.marker_epoch = marker_epoch()
+        deadline = time.monotonic() + 30
+        while True:
+            hw = {k: v["high_watermark"] for k, v in self.end_offsets(tps).items()}
+            if all(hw[k] == before[k] + 1 for k in before):
+                break
+            if any(hw[k] > before[k] + 1 for k in before) or time.monotonic() > deadline:
+                raise RuntimeError(f"markers of {txn.transactional_id}: hw {before} -> {hw}")
+            time.sleep(0.05)
+        for k, h in before.items():
+            txn.marker_offsets[k] = h
+
     # -- producers ------------------------------------------------------------------------------
     def ck(self, name: str, **conf) -> CkProducer:
         p = CkProducer(self, name, conf)
@@ -346,8 +419,8 @@ class Ctx:
         p.p.begin_transaction()
         pid, epoch = p.identity()
         txn = Txn(p.conf["transactional.id"], "confluent-kafka " + _ck_version(), pid, epoch, self.tv_ck())
-        for t, part, v in writes:
-            p.send(t, part, v)
+        for w in writes:  # (topic, partition, value) or, keyed, (topic, partition, key, value-or-None)
+            p.send(w[0], w[1], w[-1], key=w[2] if len(w) == 4 else None)
         for t, part, o in p.flush():
             txn.offsets.setdefault(tp(t, part), []).append(o)
         if offsets_from is not None:
@@ -377,10 +450,16 @@ class Ctx:
         st = p.call("begin")
         txn = Txn(p.transactional_id, f"kafka-clients {self.version} (Java)", st["producer_id"], st["producer_epoch"],
                   2 if st["tv2"] else self.tv_ck())
-        for t, part, v in writes:
-            p.call("send", t, part, v)
-        for r in p.call("flush")["records"]:
+        for w in writes:  # (topic, partition, value) or, keyed, (topic, partition, key, value-or-None)
+            if len(w) == 4:
+                p.call("sendkv", w[0], w[1], w[2], "~null" if w[3] is None else w[3])
+            else:
+                p.call("send", *w)
+        for w, r in zip(writes, p.call("flush")["records"]):
             txn.offsets.setdefault(tp(r["topic"], r["partition"]), []).append(r["offset"])
+            if len(w) == 4:
+                self.rec.keyed_record(r["topic"], r["partition"], r["offset"], w[2].encode(), w[3] is None,
+                                      str(p.config.get("client.id")))
         self.rec.txns.append(txn)
         if outcome == "OPEN":
             return txn
@@ -390,6 +469,19 @@ class Ctx:
         if settle:
             self._settle_markers(txn)
         return txn
+
+    def ck_more(self, p: CkProducer, txn: Txn, writes: list[tuple]) -> None:
+        """More writes into ``txn`` (opened by ``ck_txn(..., "OPEN")``), delivered before returning."""
+        for w in writes:
+            p.send(w[0], w[1], w[-1], key=w[2] if len(w) == 4 else None)
+        for t, part, o in p.flush():
+            txn.offsets.setdefault(tp(t, part), []).append(o)
+
+    def java_more(self, p: JavaProducer, txn: Txn, writes: list[tuple]) -> None:
+        for w in writes:
+            p.call("send", *w)
+        for r in p.call("flush")["records"]:
+            txn.offsets.setdefault(tp(r["topic"], r["partition"]), []).append(r["offset"])
 
     def _settle_markers(self, txn: Txn) -> None:
         """Markers are the last records once LSO == HW, because scenarios write one thing at a time."""
@@ -407,8 +499,8 @@ class Ctx:
         """Non-transactional writes; for idempotent producers the first sequence per partition is the
         number of messages this client sent there before (librdkafka numbers per partition from 0)."""
         before = dict(p.sent_per_tp)
-        for t, part, v in writes:
-            p.send(t, part, v)
+        for w in writes:  # (topic, partition, value) or, keyed, (topic, partition, key, value-or-None)
+            p.send(w[0], w[1], w[-1], key=w[2] if len(w) == 4 else None)
         recs = p.flush()
         if kind == "plain":
             pid, epoch = -1, -1
@@ -436,14 +528,15 @@ def _ck_version() -> str:
 # --------------------------------------------------------------------------------------------------
 # Raw protocol (kafka-python's protocol layer)
 # --------------------------------------------------------------------------------------------------
-def build_batch(pid: int, epoch: int, seq: int, values: list[bytes], transactional: bool) -> bytes:
+def build_batch(pid: int, epoch: int, seq: int, values: list[bytes], transactional: bool,
+                keys: list[bytes] | None = None) -> bytes:
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
     b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
                                   producer_id=pid, producer_epoch=epoch, base_sequence=seq, batch_size=1 << 20)
     now = int(time.time() * 1000)
     for i, v in enumerate(values):
-        b.append(i, timestamp=now, key=None, value=v, headers=[])
+        b.append(i, timestamp=now, key=keys[i] if keys else None, value=v, headers=[])
     return bytes(b.build())
 
 
@@ -479,6 +572,8 @@ class Scenario:
     overrides: dict = field(default_factory=dict)
     features: dict | None = None
     base: str | None = None  # mutated scenarios: the capture they derive from
+    brokers: int = 1  # > 1: a KafkaCluster of that many combined broker+controller nodes
+    node_overrides: dict | None = None  # {node_id: {property: value}} for one node of a cluster
 
 
 SCENARIOS: dict[str, Scenario] = {}
@@ -497,6 +592,30 @@ def val(tag: str, i: int) -> bytes:
 
 
 @scenario("clean", NEWEST)
+def _mixed_rounds(ctx: Ctx, rng: random.Random, a, b, j, idem, rounds: int = 24) -> None:
+    """Transactions over ``orders`` 0-2 by two librdkafka producers (``a``, ``b``) and the Java
+    producer ``j`` in turn (every 4th aborted), with idempotent writes of ``idem`` between them."""
+    n = 0
+    for r in range(rounds):
+        outcome = "ABORT" if r % 4 == 3 else "COMMIT"
+        parts = rng.sample(range(3), rng.choice([1, 2, 3]))
+        writes = []
+        for part in parts:
+            for _ in range(rng.randint(1, 3)):
+                writes.append(("orders", part, val(f"r{r}", n)))
+                n += 1
+        who = r % 3
+        if who == 0:
+            ctx.ck_txn(a, writes, outcome)
+        elif who == 1:
+            ctx.ck_txn(b, writes, outcome)
+        else:
+            ctx.java_txn(j, [(t, p, v.decode()) for t, p, v in writes], outcome)
+        if r % 2 == 0:
+            part = rng.randrange(3)
+            ctx.idem_write(idem, [("orders", part, val("idem", r * 10 + k)) for k in range(rng.randint(1, 3))])
+
+
 def sc_clean(ctx: Ctx) -> dict:
     """Committed and aborted transactions by three transactional producers (two librdkafka on TV1, one
     Java client on TV2) over three partitions, idempotent and plain writes between them, one
@@ -522,25 +641,7 @@ def sc_clean(ctx: Ctx) -> dict:
     ctx.rec.producer("plain", client="confluent-kafka", kind="plain", compression="none")
     ctx.idem_write(plain, [("events", 0, val("event", i)) for i in range(6)], kind="plain")
 
-    n = 0
-    for r in range(24):
-        outcome = "ABORT" if r % 4 == 3 else "COMMIT"
-        parts = rng.sample(range(3), rng.choice([1, 2, 3]))
-        writes = []
-        for part in parts:
-            for _ in range(rng.randint(1, 3)):
-                writes.append(("orders", part, val(f"r{r}", n)))
-                n += 1
-        who = r % 3
-        if who == 0:
-            ctx.ck_txn(a, writes, outcome)
-        elif who == 1:
-            ctx.ck_txn(b, writes, outcome)
-        else:
-            ctx.java_txn(j, [(t, p, v.decode()) for t, p, v in writes], outcome)
-        if r % 2 == 0:
-            part = rng.randrange(3)
-            ctx.idem_write(idem, [("orders", part, val("idem", r * 10 + k)) for k in range(rng.randint(1, 3))])
+    _mixed_rounds(ctx, rng, a, b, j, idem)
 
     # consume-transform-produce: read `events`, write `orders`, commit the group's offsets in the txn
     consumer = Consumer({"bootstrap.servers": ctx.broker.bootstrap, "group.id": "orders-etl",
@@ -600,15 +701,18 @@ def sc_open_at_crash(ctx: Ctx) -> dict:
 
 
 def _late_write(ctx: Ctx, conn: RawConnection, p: CkProducer, txn_id: str, topic: str, part: int,
-                seq: int, values: list[bytes], why: str) -> dict:
+                seq: int, values: list[bytes], why: str, keys: list[bytes] | None = None) -> dict:
     pid, epoch = p.identity()
-    err, off = raw_produce(conn, topic, part, build_batch(pid, epoch, seq, values, True), txn_id)
+    err, off = raw_produce(conn, topic, part, build_batch(pid, epoch, seq, values, True, keys), txn_id)
     ctx.rec.raw.append({"request": "Produce v8 (kafka-python protocol layer)", "transactional_id": txn_id,
                         "partition": tp(topic, part), "producer_id": pid, "producer_epoch": epoch,
                         "base_sequence": seq, "records": len(values), "is_transactional": True,
                         "error_code": err, "base_offset": off, "why": why})
     if err != 0:
         raise RuntimeError(f"raw produce rejected with error {err}")
+    if keys:
+        for i, (k, v) in enumerate(zip(keys, values)):
+            ctx.rec.keyed_record(topic, part, off + i, k, v is None, "raw")
     return {"producer_id": pid, "producer_epoch": epoch, "first_offset": off, "last_offset": off + len(values) - 1,
             "base_sequence": seq}
 
@@ -1092,6 +1196,451 @@ def sc_timeout_abort(ctx: Ctx) -> dict:
 
 
 # --------------------------------------------------------------------------------------------------
+# Multi-broker and compaction scenarios (3-node KRaft clusters; compacted topics with a real cleaner)
+# --------------------------------------------------------------------------------------------------
+CLUSTER_OVERRIDES = {
+    # a killed node is fenced (and its leaderships moved) after 4 s instead of 9 s
+    "broker.session.timeout.ms": 4000,
+    "broker.heartbeat.interval.ms": 500,
+}
+# broker side of "make the cleaner really run": idle cleaner threads look again after 250 ms (not 15 s);
+# files the cleaner replaces are renamed *.deleted and kept 10 min (deleted asynchronously after that)
+CLEANER_OVERRIDES = {"log.cleaner.backoff.ms": 250, "log.segment.delete.delay.ms": 600000}
+DELETE_RETENTION_MS = 1500
+
+
+def compacted_topic_config() -> dict[str, str]:
+    """Topic side: clean as soon as 1% is dirty, tombstones and the markers of emptied transactions
+    become removable 1.5 s after the pass that emptied them (a second pass removes them), keep the
+    replaced segments' files for 10 min, roll a segment whose first batch is 2 s old."""
+    return {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0",
+            "delete.retention.ms": str(DELETE_RETENTION_MS), "file.delete.delay.ms": "600000", "segment.ms": "2000"}
+
+
+def read_offset_checkpoint(path: Path) -> dict[str, int]:
+    """``cleaner-offset-checkpoint`` / ``replication-offset-checkpoint``: version, count, then
+    ``topic partition offset`` lines."""
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text().splitlines()[2:]:
+        parts = line.split()
+        if len(parts) == 3:
+            out[f"{parts[0]}-{parts[1]}"] = int(parts[2])
+    return out
+
+
+def scan_partition_dir(part_dir: Path) -> dict:
+    """What the live segments (``*.log``, not ``.deleted``/``.cleaned``/``.swap``) of a partition hold:
+    record offsets, batches, emptied batches (record count 0, kept for producer state), control
+    records (markers), tombstones, batches with the delete-horizon flag (attributes bit 6, KIP-534).
+    Framing from the batch headers, records through kafka-python's DefaultRecordBatch."""
+    from kafka.record.default_records import DefaultRecordBatch
+
+    offsets: set[int] = set()
+    st = {"segments": 0, "batches": 0, "empty_batches": 0, "markers": 0, "tombstones": 0, "delete_horizon_batches": 0}
+    for seg in sorted(part_dir.glob("*.log")):
+        st["segments"] += 1
+        buf = seg.read_bytes()
+        for pos, size, _base in _batches(buf):
+            st["batches"] += 1
+            attrs = struct.unpack_from(">h", buf, pos + 21)[0]
+            if struct.unpack_from(">i", buf, pos + 57)[0] == 0:
+                st["empty_batches"] += 1
+            if attrs & 0x40:
+                st["delete_horizon_batches"] += 1
+            control = bool(attrs & 0x20)
+            for r in DefaultRecordBatch(bytes(buf[pos: pos + size])):
+                offsets.add(r.offset)
+                if control:
+                    st["markers"] += 1
+                elif r.value is None:
+                    st["tombstones"] += 1
+    files = sorted(f.name for f in part_dir.iterdir())
+    st["records"] = len(offsets)
+    st["log_end"] = max(offsets) + 1 if offsets else None
+    st["deleted_files"] = [f for f in files if f.endswith(".deleted")]
+    st["cleaned_or_swap_files"] = [f for f in files if f.endswith((".cleaned", ".swap"))]
+    st["_offsets"] = offsets
+    return st
+
+
+def compaction_state(ctx: Ctx, topic: str, parts: list[int]) -> dict[str, dict[str, dict]]:
+    """Per broker (``broker-<id>``) and partition: the cleaner-offset-checkpoint entry and what
+    :func:`scan_partition_dir` sees, with the written totals from the clients' bookkeeping."""
+    written_markers: dict[str, int] = {}
+    for t in ctx.rec.txns:
+        for k in t.marker_offsets:
+            written_markers[k] = written_markers.get(k, 0) + 1
+    out: dict[str, dict[str, dict]] = {}
+    for node, d in ctx.log_dirs().items():
+        ck = read_offset_checkpoint(d / "cleaner-offset-checkpoint")
+        for p in parts:
+            k = tp(topic, p)
+            st = scan_partition_dir(d / k)
+            offs = st.pop("_offsets")
+            end = st["log_end"] or 0
+            keyed = ctx.rec.keyed.get(k, [])
+            st.update({
+                "cleaner_checkpoint": ck.get(k),
+                "offset_holes": end - len(offs),
+                "records_written": len([o for o, *_ in keyed]) + written_markers.get(k, 0),
+                "tombstones_written": sum(1 for _, _, tomb, _ in keyed if tomb),
+                "markers_written": written_markers.get(k, 0),
+            })
+            out.setdefault(f"broker-{node}", {})[k] = st
+    return out
+
+
+def wait_compaction(ctx: Ctx, topic: str, parts: list[int], nodes: list[int], cond: Callable[[dict], bool],
+                    what: str, timeout: float = 90.0) -> dict:
+    """Poll :func:`compaction_state` until ``cond`` holds for every partition on each of ``nodes``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = compaction_state(ctx, topic, parts)
+        if all(cond(state[f"broker-{n}"][tp(topic, p)]) for n in nodes for p in parts):
+            return state
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not reached after {timeout}s: {json.dumps(state, indent=1)}")
+        time.sleep(0.5)
+
+
+def first_pass_done(st: dict) -> bool:
+    """The cleaner has cleaned the partition at least once: checkpoint entry, offsets removed, the
+    replaced segments' files renamed *.deleted."""
+    return bool(st["cleaner_checkpoint"]) and st["offset_holes"] > 0 and bool(st["deleted_files"])
+
+
+def second_pass_done(st: dict) -> bool:
+    """A later pass removed tombstones and markers of emptied transactions whose delete horizon passed."""
+    return first_pass_done(st) and st["markers"] < st["markers_written"] and st["tombstones"] < st["tombstones_written"]
+
+
+def _kv_round(ctx: Ctx, rng: random.Random, r: int, topic: str, parts: list[int], tag: str,
+              keys: int = 6, tomb_p: float = 0.2) -> list[tuple]:
+    """Keyed writes for one transaction: 1-3 records per partition over a small key space, some tombstones."""
+    writes = []
+    for part in parts:
+        for i in range(rng.randint(1, 3)):
+            k = f"k{rng.randrange(keys)}"
+            v = None if rng.random() < tomb_p else f"{tag}{r}.{i}"
+            writes.append((topic, part, k, v))
+    return writes
+
+
+def _ck_kv(writes: list[tuple]) -> list[tuple]:
+    """librdkafka wants bytes: keys encoded, tombstone values stay None."""
+    return [(t, p, k.encode(), None if v is None else v.encode()) for t, p, k, v in writes]
+
+
+def _cluster_internal_topics(ctx: Ctx) -> list[str]:
+    md = ctx.admin.list_topics(timeout=10)
+    return [t for t in ("__transaction_state", "__consumer_offsets") if t in md.topics and md.topics[t].error is None]
+
+
+@scenario("cluster-rf3", NEWEST, brokers=3, overrides=dict(CLUSTER_OVERRIDES))
+def sc_cluster_rf3(ctx: Ctx) -> dict:
+    """Three KRaft nodes (each broker+controller, 3-voter quorum). `orders` (3 partitions) and
+    `__transaction_state` have replication factor 3 and min.insync.replicas 2. Two librdkafka
+    transactional producers (TV1) and Kafka's Java producer (TV2) commit and abort 24 transactions
+    over `orders`, an idempotent producer writes between them (acks=all). Every replica is in the ISR
+    when the three nodes are shut down cleanly together. Nothing is left open."""
+    ctx.create_topic("orders", 3, 1024, **{"min.insync.replicas": "2"})
+    placement = ctx.partitions("orders")
+    rng = random.Random(23)
+    a = ctx.ck("txn-a", **{"transactional.id": "rf3-txn-a", "compression.type": "zstd"})
+    b = ctx.ck("txn-b", **{"transactional.id": "rf3-txn-b"})
+    j = ctx.java("txn-java", **{"transactional.id": "rf3-txn-java"})
+    idem = ctx.ck("idem", **{"enable.idempotence": True, "compression.type": "lz4"})
+    a.p.init_transactions(30)
+    b.p.init_transactions(30)
+    st = j.call("init")
+    if not st["tv2"]:
+        raise RuntimeError("Java client did not enable transaction version 2")
+    ctx.rec.producer("txn-a", client="confluent-kafka", kind="transactional", transactional_id="rf3-txn-a", compression="zstd")
+    ctx.rec.producer("txn-b", client="confluent-kafka", kind="transactional", transactional_id="rf3-txn-b", compression="none")
+    ctx.rec.producer("txn-java", client="kafka-clients (Java)", kind="transactional", transactional_id="rf3-txn-java",
+                     tv2=st["tv2"])
+    ctx.rec.producer("idem", client="confluent-kafka", kind="idempotent", compression="lz4", acks="all")
+    _mixed_rounds(ctx, rng, a, b, j, idem)
+    internal = _cluster_internal_topics(ctx)
+    isr = ctx.wait_isr_full(["orders"] + internal)
+    ctx.record_end_offsets([("orders", i) for i in range(3)])
+    ctx.ending_text = "clean shutdown (SIGTERM) of all 3 nodes at once, every replica in the ISR"
+    return {
+        "description": sc_cluster_rf3.__doc__,
+        "steps": {"placement_at_create": {tp("orders", p): v for p, v in placement.items()},
+                  "isr_before_shutdown": isr},
+        "expect": {"anomalies": []},
+    }
+
+
+@scenario("compacted-transactions", NEWEST, brokers=3, overrides={**CLUSTER_OVERRIDES, **CLEANER_OVERRIDES})
+def sc_compacted_transactions(ctx: Ctx) -> dict:
+    """Three KRaft nodes, `kv` (2 partitions, replication factor 3, min.insync.replicas 2) with
+    cleanup.policy=compact, written by a librdkafka transactional producer (TV1), Kafka's Java producer
+    (TV2) and an idempotent producer: keyed records over 6 keys per partition, repeated keys, tombstones
+    (null values), committed and aborted transactions. The log cleaner runs for real on every node
+    (1% dirty ratio, 1 KiB segments, 250 ms cleaner backoff): aborted data and overwritten keys are
+    removed, batches emptied, and after delete.retention.ms (1.5 s) a second pass removes tombstones
+    and the markers of emptied transactions. Replaced segments stay as *.deleted files (10 min delay).
+    After the first phase was cleaned on all three nodes, node 3 is restarted with log.cleaner.enable=false
+    and a second phase is written: nodes 1 and 2 clean it, node 3 does not, so the replicas hold different
+    compacted subsets of the same log. All transactions complete; clean shutdown."""
+    topic, parts = "kv", [0, 1]
+    ctx.create_topic(topic, 2, 1024, **{"min.insync.replicas": "2"}, **compacted_topic_config())
+    rng = random.Random(31)
+    a = ctx.ck("txn-a", **{"transactional.id": "kv-txn-a"})
+    j = ctx.java("txn-java", **{"transactional.id": "kv-txn-java"})
+    idem = ctx.ck("idem", **{"enable.idempotence": True})
+    a.p.init_transactions(30)
+    st = j.call("init")
+    if not st["tv2"]:
+        raise RuntimeError("Java client did not enable transaction version 2")
+    ctx.rec.producer("txn-a", client="confluent-kafka", kind="transactional", transactional_id="kv-txn-a")
+    ctx.rec.producer("txn-java", client="kafka-clients (Java)", kind="transactional", transactional_id="kv-txn-java", tv2=True)
+    ctx.rec.producer("idem", client="confluent-kafka", kind="idempotent")
+
+    def phase(rounds: range, tag: str) -> None:
+        for r in rounds:
+            outcome = "ABORT" if r % 4 == 3 else "COMMIT"
+            writes = _kv_round(ctx, rng, r, topic, parts, tag)
+            if r % 2 == 0:
+                ctx.ck_txn(a, _ck_kv(writes), outcome)
+            else:
+                ctx.java_txn(j, [(t, p, k, v) for t, p, k, v in writes], outcome)
+            if r % 3 == 1:
+                part = rng.choice(parts)
+                ctx.idem_write(idem, _ck_kv([(topic, part, f"k{rng.randrange(6)}", None if rng.random() < 0.25 else f"i{r}")
+                                             for _ in range(2)]))
+
+    phase(range(0, 20), "p1-")
+    t0 = time.monotonic()
+    s1 = wait_compaction(ctx, topic, parts, [1, 2, 3], first_pass_done, "first cleaner pass on all nodes")
+    first_pass_s = time.monotonic() - t0
+    checkpoints_phase1 = {b: {k: v["cleaner_checkpoint"] for k, v in d.items()} for b, d in s1.items()}
+    # node 3's cleaner stops: restart it with the (deprecated, still accepted in 4.3.1) log.cleaner.enable=false
+    ctx.broker.restart_node(3, {"log.cleaner.enable": "false"})
+    isr_after_restart = ctx.wait_isr_full([topic] + _cluster_internal_topics(ctx))
+    phase(range(20, 36), "p2-")
+
+    t0 = time.monotonic()
+    s2 = wait_compaction(ctx, topic, parts, [1, 2], second_pass_done, "second cleaner pass on nodes 1 and 2")
+    second_pass_s = time.monotonic() - t0
+    for k in (tp(topic, p) for p in parts):
+        c3 = s2["broker-3"][k]["cleaner_checkpoint"]
+        if c3 != checkpoints_phase1["broker-3"][k]:
+            raise RuntimeError(f"node 3 cleaned {k} with its cleaner disabled ({checkpoints_phase1['broker-3'][k]} -> {c3})")
+        for b in ("broker-1", "broker-2"):
+            if not s2[b][k]["cleaner_checkpoint"] > c3:
+                raise RuntimeError(f"{b} {k}: cleaner checkpoint {s2[b][k]['cleaner_checkpoint']} not past node 3's {c3}")
+    internal = _cluster_internal_topics(ctx)
+    isr = ctx.wait_isr_full([topic] + internal)
+    ctx.record_end_offsets([(topic, p) for p in parts])
+    ctx.ending_text = "clean shutdown (SIGTERM) of all 3 nodes at once, every replica in the ISR"
+
+    def verify() -> dict:
+        final = compaction_state(ctx, topic, parts)
+        for b, d in final.items():
+            for k, st_ in d.items():
+                if not st_["cleaner_checkpoint"] or not st_["offset_holes"]:
+                    raise RuntimeError(f"{b} {k}: not compacted at capture ({st_})")
+                if b != "broker-3" and not (st_["deleted_files"] and second_pass_done(st_)):
+                    raise RuntimeError(f"{b} {k}: no .deleted files or no second pass at capture ({st_})")
+        return {"compaction_at_capture": final,
+                "verified": "on the stopped log dirs, before copying: every node has a cleaner-offset-checkpoint "
+                            "entry for kv-0 and kv-1 and offset holes there (records removed, batches emptied); "
+                            "nodes 1 and 2 hold *.deleted files of replaced segments and have removed tombstones and "
+                            "markers (a second pass after delete.retention.ms); node 3's checkpoint is the one of "
+                            "phase 1 (its *.deleted files were removed when it restarted: the log loader deletes "
+                            "them), below nodes 1 and 2"}
+
+    ctx.after_stop.append(verify)
+    return {
+        "description": sc_compacted_transactions.__doc__,
+        "steps": {"topic_config": compacted_topic_config(), "delete_retention_ms": DELETE_RETENTION_MS,
+                  "phase1_rounds": 20, "phase2_rounds": 16,
+                  "first_pass_wait_s": round(first_pass_s, 1), "second_pass_wait_s": round(second_pass_s, 1),
+                  "cleaner_checkpoints_after_phase1": checkpoints_phase1,
+                  "node3_restarted_with": {"log.cleaner.enable": "false"},
+                  "isr_after_node3_restart": isr_after_restart,
+                  "compaction_before_shutdown": s2, "isr_before_shutdown": isr},
+        "expect": {"anomalies": []},
+    }
+
+
+@scenario("leader-killed", NEWEST, brokers=3, overrides=dict(CLUSTER_OVERRIDES))
+def sc_leader_killed(ctx: Ctx) -> dict:
+    """Three KRaft nodes, `payments` (2 partitions, replication factor 3, min.insync.replicas 2). A
+    librdkafka transactional producer (TV1), Kafka's Java producer (TV2) and an idempotent producer
+    (acks=all) write; while the two transactions are open on payments-0 and the idempotent producer is
+    writing there, the leader of payments-0 is SIGKILLed. The controller fences it and moves
+    leadership; the producers go on with the new leader and both transactions commit normally. The
+    killed node is restarted (log recovery, truncation to the leader's log), catches up until every
+    ISR is full again, a few more transactions run, and all three nodes shut down cleanly."""
+    topic = "payments"
+    ctx.create_topic(topic, 2, 2048, **{"min.insync.replicas": "2"})
+    t = ctx.ck("txn", **{"transactional.id": "payments-txn"})
+    j = ctx.java("txn-java", **{"transactional.id": "payments-txn-java"})
+    idem = ctx.ck("idem", **{"enable.idempotence": True})
+    t.p.init_transactions(30)
+    st = j.call("init")
+    if not st["tv2"]:
+        raise RuntimeError("Java client did not enable transaction version 2")
+    ctx.rec.producer("txn", client="confluent-kafka", kind="transactional", transactional_id="payments-txn")
+    ctx.rec.producer("txn-java", client="kafka-clients (Java)", kind="transactional", transactional_id="payments-txn-java", tv2=True)
+    ctx.rec.producer("idem", client="confluent-kafka", kind="idempotent", acks="all")
+    for r in range(6):
+        outcome = "ABORT" if r == 4 else "COMMIT"
+        if r % 2 == 0:
+            ctx.ck_txn(t, [(topic, 0, val("t", r)), (topic, 1, val("t", 100 + r))], outcome)
+        else:
+            ctx.java_txn(j, [(topic, 0, f"j-{r}"), (topic, 1, f"j-{100 + r}")], outcome)
+        ctx.idem_write(idem, [(topic, r % 2, val("i", r))])
+    before = ctx.partitions(topic)
+    txn_state_before = ctx.partitions("__transaction_state")
+    victim = before[0]["leader"]
+    idem_identity_before = idem.identity()
+    # two transactions open on payments-0 (and payments-1), idempotent data in between
+    tx = ctx.ck_txn(t, [(topic, 0, val("kill-t", 0)), (topic, 0, val("kill-t", 1)), (topic, 1, val("kill-t", 2))], "OPEN")
+    jx = ctx.java_txn(j, [(topic, 0, "kill-j-0"), (topic, 1, "kill-j-1")], "OPEN")
+    ctx.idem_write(idem, [(topic, 0, val("kill-i", k)) for k in range(3)])
+    t_kill = time.monotonic()
+    ctx.broker.nodes[victim].kill()
+    # the producers go on: librdkafka and the Java client find the new leader (and coordinator) themselves
+    ctx.ck_more(t, tx, [(topic, 0, val("kill-t", 3)), (topic, 1, val("kill-t", 4))])
+    ctx.java_more(j, jx, [(topic, 0, "kill-j-2")])
+    ctx.idem_write(idem, [(topic, 0, val("kill-i", k)) for k in range(3, 6)])
+    failover_s = time.monotonic() - t_kill
+    after = ctx.partitions(topic)
+    if after[0]["leader"] in (victim, -1):
+        raise RuntimeError(f"payments-0 leader did not move off node {victim}: {after}")
+    ctx.end_txn_tracked(tx, lambda: t.p.commit_transaction(60), "COMMIT", lambda: t.identity()[1])
+    ctx.end_txn_tracked(jx, lambda: j.call("commit"), "COMMIT",
+                        lambda: j.state["producer_epoch"] if j.state["producer_id"] == jx.producer_id else None)
+    for r in range(6, 8):
+        ctx.ck_txn(t, [(topic, 0, val("t", r)), (topic, 1, val("t", 100 + r))], "COMMIT")
+        ctx.idem_write(idem, [(topic, r % 2, val("i", r))])
+    if idem.identity() != idem_identity_before:
+        raise RuntimeError(f"idempotent producer changed identity {idem_identity_before} -> {idem.identity()}")
+    isr_while_down = ctx.partitions(topic)
+    t_restart = time.monotonic()
+    ctx.broker.start_node(victim)
+    isr = ctx.wait_isr_full([topic] + _cluster_internal_topics(ctx), timeout=120)
+    catch_up_s = time.monotonic() - t_restart
+    ctx.ck_txn(t, [(topic, 0, val("t", 8)), (topic, 1, val("t", 108))], "COMMIT")
+    ctx.java_txn(j, [(topic, 0, "j-9"), (topic, 1, "j-109")], "ABORT")
+    ctx.java_txn(j, [(topic, 0, "j-10")], "COMMIT")
+    ctx.idem_write(idem, [(topic, 1, val("i", 9))])
+    ctx.record_end_offsets([(topic, 0), (topic, 1)])
+    isr_final = ctx.wait_isr_full([topic] + _cluster_internal_topics(ctx))
+    ctx.ending_text = (f"node {victim} SIGKILLed mid-scenario and restarted; clean shutdown (SIGTERM) of all 3 nodes "
+                       "at once at the end, every replica in the ISR")
+    return {
+        "description": sc_leader_killed.__doc__,
+        "steps": {"killed_node": victim, "killed_while_open": [tx.transactional_id, jx.transactional_id],
+                  "coordinator_partitions": {x: tp("__transaction_state", coordinator_partition(x))
+                                             for x in (tx.transactional_id, jx.transactional_id)},
+                  "partitions_before_kill": {tp(topic, p): v for p, v in before.items()},
+                  "transaction_state_before_kill": {tp("__transaction_state", p): v for p, v in txn_state_before.items()},
+                  "partitions_after_failover": {tp(topic, p): v for p, v in after.items()},
+                  "partitions_before_restart": {tp(topic, p): v for p, v in isr_while_down.items()},
+                  "failover_writes_s": round(failover_s, 1), "restart_catch_up_s": round(catch_up_s, 1),
+                  "isr_after_restart": isr, "isr_before_shutdown": isr_final,
+                  "idempotent_identity": list(idem_identity_before)},
+        "expect": {"anomalies": []},
+    }
+
+
+@scenario("compacted-hanging", PRE_VERIFICATION, overrides=dict(CLEANER_OVERRIDES))
+def sc_compacted_hanging(ctx: Ctx) -> dict:
+    """Kafka 3.5.2 (before transaction verification), one node. `kv` (2 partitions) has
+    cleanup.policy=compact and is written by a librdkafka transactional producer (TV0) and an
+    idempotent producer: keyed records, repeated keys, tombstones, commits and aborts. The log cleaner
+    runs (two passes: aborted data and overwritten keys removed, then tombstones and the markers of
+    emptied transactions; replaced segments kept as *.deleted). Then the KAFKA-12671 pattern on kv-0: a
+    transaction is aborted and a produce for the same producer id/epoch lands after its ABORT marker.
+    It opens a transaction no coordinator knows about; kv-0's LSO stays there, so the cleaner cannot
+    clean past it while the idempotent producer keeps writing. The transactional producer keeps
+    committing on kv-1, which the cleaner keeps compacting."""
+    topic, parts = "kv", [0, 1]
+    ctx.create_topic(topic, 2, 1024, **compacted_topic_config())
+    rng = random.Random(47)
+    p = ctx.ck("late-writer", **{"transactional.id": "kv-hang-txn"})
+    idem = ctx.ck("idem", **{"enable.idempotence": True})
+    p.p.init_transactions(30)
+    ctx.rec.producer("late-writer", client="confluent-kafka", kind="transactional", transactional_id="kv-hang-txn")
+    ctx.rec.producer("idem", client="confluent-kafka", kind="idempotent")
+    for r in range(16):
+        ctx.ck_txn(p, _ck_kv(_kv_round(ctx, rng, r, topic, parts, "a")), "ABORT" if r % 4 == 3 else "COMMIT")
+        if r % 3 == 1:
+            ctx.idem_write(idem, _ck_kv([(topic, rng.choice(parts), f"k{rng.randrange(6)}", f"i{r}") for _ in range(2)]))
+    # Kafka 3.5.2 cleans a log again only when it is dirty: after the delete horizon of the markers and
+    # tombstones of the first pass has passed, a small committed transaction (in a segment rolled by
+    # segment.ms) makes the log dirty so that a later pass removes them
+    t0 = time.monotonic()
+    wait_compaction(ctx, topic, parts, [1], first_pass_done, "first cleaner pass")
+    nudges = 0
+    while True:
+        state = compaction_state(ctx, topic, parts)
+        if all(second_pass_done(state["broker-1"][tp(topic, q)]) for q in parts):
+            s1 = state
+            break
+        if nudges >= 12:
+            raise RuntimeError(f"no second cleaner pass after {nudges} nudges: {json.dumps(state, indent=1)}")
+        time.sleep(DELETE_RETENTION_MS / 1000 + 0.7)
+        ctx.ck_txn(p, _ck_kv([(topic, q, f"k{rng.randrange(6)}", f"n{nudges}") for q in parts]), "COMMIT")
+        nudges += 1
+        time.sleep(1.0)
+    cleaned_s = time.monotonic() - t0
+    aborted = ctx.ck_txn(p, _ck_kv([(topic, 0, "k1", "doomed-0"), (topic, 0, "k2", "doomed-1")]), "ABORT")
+    with RawConnection(ctx.broker.bootstrap) as conn:
+        late = _late_write(ctx, conn, p, "kv-hang-txn", topic, 0, p.sent_per_tp[tp(topic, 0)],
+                           [b"late-0", b"late-1"], "late write after the ABORT marker of the previous transaction",
+                           keys=[b"k1", b"k2"])
+    for r in range(16, 24):
+        ctx.ck_txn(p, _ck_kv(_kv_round(ctx, rng, r, topic, [1], "b")), "COMMIT")
+        ctx.idem_write(idem, _ck_kv([(topic, 0, f"k{rng.randrange(6)}", f"i{r}")]))
+    ctx.record_end_offsets([(topic, 0), (topic, 1)])
+    lso0 = ctx.rec.end_offsets[tp(topic, 0)]["last_stable_offset"]
+    if lso0 != late["first_offset"]:
+        raise RuntimeError(f"kv-0 LSO {lso0} is not at the late write {late['first_offset']}")
+    # kv-1 goes on being cleaned; wait for a checkpoint past phase 1's
+    c1 = s1["broker-1"][tp(topic, 1)]["cleaner_checkpoint"]
+    s2 = wait_compaction(ctx, topic, [1], [1], lambda st: (st["cleaner_checkpoint"] or 0) > c1, "kv-1 cleaned again")
+
+    def verify() -> dict:
+        final = compaction_state(ctx, topic, parts)
+        for k, st_ in final["broker-1"].items():
+            if not (st_["cleaner_checkpoint"] and st_["offset_holes"] and st_["deleted_files"]):
+                raise RuntimeError(f"{k}: not compacted at capture ({st_})")
+        if final["broker-1"][tp(topic, 0)]["cleaner_checkpoint"] > late["first_offset"]:
+            raise RuntimeError("kv-0 cleaned past its last stable offset")
+        return {"compaction_at_capture": final,
+                "verified": "on the stopped log dir, before copying: cleaner-offset-checkpoint entries for kv-0 and "
+                            "kv-1, offset holes, *.deleted files of replaced segments, tombstones and markers removed "
+                            "by a second pass; kv-0's cleaner checkpoint is not past the hanging transaction"}
+
+    ctx.after_stop.append(verify)
+    return {
+        "description": sc_compacted_hanging.__doc__,
+        "steps": {"topic_config": compacted_topic_config(), "two_passes_wait_s": round(cleaned_s, 1),
+                  "nudge_transactions": nudges,
+                  "compaction_before_late_write": s1, "kv-1_cleaned_after_late_write": s2},
+        "expect": {"anomalies": [{
+            "type": "hanging-transaction", "topic": topic, "partition": 0,
+            "producer_id": late["producer_id"], "producer_epoch": late["producer_epoch"],
+            "transactional_id": "kv-hang-txn", "first_offset": late["first_offset"], "last_offset": late["last_offset"],
+            "base_sequence": late["base_sequence"],
+            "after_marker_offset": aborted.marker_offsets[tp(topic, 0)],
+            "last_stable_offset": lso0,
+            "why": "transactional data after its transaction's ABORT marker on a compacted partition; the "
+                   "coordinator completed that transaction and later ones never include kv-0",
+        }]},
+    }
+
+
+# --------------------------------------------------------------------------------------------------
 # Mutations (derived from real captures; CRC-32C recomputed)
 # --------------------------------------------------------------------------------------------------
 def _crc32c(data: bytes) -> int:
@@ -1257,7 +1806,7 @@ def _dir_size(p: Path) -> int:
 
 def capture(sc: Scenario) -> dict:
     t0 = time.monotonic()
-    ctx = Ctx(sc.name, sc.version, sc.overrides, sc.features)
+    ctx = Ctx(sc.name, sc.version, sc.overrides, sc.features, sc.brokers, sc.node_overrides)
     try:
         ctx.start()
         start_s = ctx.broker.timings.get("start_s")
@@ -1268,6 +1817,8 @@ def capture(sc: Scenario) -> dict:
         else:
             ctx.close_clients()
             ctx.broker.stop()
+        for check in ctx.after_stop:  # verifications of the log dirs as they will be copied
+            result.setdefault("capture_checks", {}).update(check())
     except BaseException:
         ctx.broker.kill()
         log.error("broker output tail:\n%s", ctx.broker.log_tail(40))
@@ -1277,6 +1828,9 @@ def capture(sc: Scenario) -> dict:
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     excluded: list[dict] = []
+    cluster = isinstance(ctx.broker, KafkaCluster)
+    log_dirs = ctx.broker.log_dirs() if cluster else {1: ctx.broker.log_dir}
+    current = {"root": ctx.broker.log_dir if not cluster else None, "prefix": ""}
 
     def ignore(dirpath: str, names: list[str]) -> list[str]:
         """Leave out preallocated (>= 1 MiB) index files of a killed broker, recording them."""
@@ -1287,7 +1841,8 @@ def capture(sc: Scenario) -> dict:
                 data = f.read_bytes()
                 used = len(data.rstrip(b"\0"))
                 excluded.append({
-                    "path": str(f.relative_to(ctx.broker.log_dir)), "size": len(data), "non_zero_prefix_bytes": used,
+                    "path": current["prefix"] + str(f.relative_to(current["root"])), "size": len(data),
+                    "non_zero_prefix_bytes": used,
                     "why": "preallocated index of the active segment, left at its full preallocated size by "
                            "the SIGKILL (a clean shutdown trims it); the metadata log ignores "
                            "log.index.size.max.bytes, so it is 10 MiB, all zeros after the prefix. Not copied "
@@ -1295,21 +1850,34 @@ def capture(sc: Scenario) -> dict:
                 out.append(n)
         return out
 
-    shutil.copytree(ctx.broker.log_dir, dest / "broker-1", symlinks=True, ignore=ignore)
+    for node_id, log_dir in log_dirs.items():
+        current["root"], current["prefix"] = log_dir, (f"broker-{node_id}/" if cluster else "")
+        shutil.copytree(log_dir, dest / f"broker-{node_id}", symlinks=True, ignore=ignore)
     rec = ctx.rec
     props = ctx.broker.server_properties()
-    props.update({k: str(v) for k, v in sc.overrides.items()})
+    props.update({k: str(v) for k, v in (ctx.broker.common_overrides if cluster else sc.overrides).items()})
     for k in ("listeners", "advertised.listeners", "controller.quorum.voters", "log.dirs"):
         props.pop(k, None)
+    if cluster:
+        broker_info = {"ending": ctx.ending_text or ("SIGKILL" if ctx.ending == "kill" else "clean shutdown (SIGTERM)"),
+                       "nodes": sorted(log_dirs), "topology": f"{ctx.brokers} KRaft nodes, each "
+                       "process.roles=broker,controller, static quorum of all of them (controller.quorum.voters)",
+                       "cluster_id": ctx.broker.cluster_id, "features": sc.features or "format defaults",
+                       "server_properties": props,
+                       "node_overrides": {str(k): {kk: str(vv) for kk, vv in v.items()}
+                                          for k, v in sorted(ctx.broker.node_overrides.items())},
+                       "small_segments_via": "topic config " + next(iter(ctx.segment_config(0)))}
+    else:
+        broker_info = {"ending": "SIGKILL" if ctx.ending == "kill" else "clean shutdown (SIGTERM)",
+                       "node_id": 1, "cluster_id": ctx.broker.cluster_id, "features": sc.features or "format defaults",
+                       "server_properties": props,
+                       "small_segments_via": "topic config " + next(iter(ctx.segment_config(0)))}
     expected = {
         "scenario": sc.name,
         "kafka_version": sc.version,
         "description": " ".join(result.pop("description").split()),
         "generated_by": f"{GENERATED_BY} --only {sc.name}",
-        "broker": {"ending": "SIGKILL" if ctx.ending == "kill" else "clean shutdown (SIGTERM)",
-                   "node_id": 1, "cluster_id": ctx.broker.cluster_id, "features": sc.features or "format defaults",
-                   "server_properties": props,
-                   "small_segments_via": "topic config " + next(iter(ctx.segment_config(0)))},
+        "broker": broker_info,
         "clients": {"confluent-kafka": _ck_version(), "kafka-python (protocol layer)": _kp_version(),
                     "java": f"kafka-clients {sc.version}" if ctx.used_java else None},
         "mutation": None,
@@ -1323,11 +1891,16 @@ def capture(sc: Scenario) -> dict:
     expected["expect"]["counts"] = dict(sorted(counts.items()))
     expected["expect"]["end_offsets_before_shutdown"] = dict(sorted(rec.end_offsets.items()))
     expected.update(result)
+    if rec.keyed:
+        expected["keyed_records"] = {
+            "format": "[offset, key, tombstone (null value), writer] per record written with a key, from the "
+                      "delivery reports / produce responses (before compaction)",
+            **{k: v for k, v in sorted(rec.keyed.items())}}
     expected["producers"] = list(rec.producers.values())
     expected["transactions"] = [t.as_json() for t in rec.txns]
     expected["writes"] = rec.writes
     expected["raw_requests"] = rec.raw
-    expected["size_bytes"] = _dir_size(dest / "broker-1")
+    expected["size_bytes"] = sum(_dir_size(dest / f"broker-{i}") for i in log_dirs)
     (dest / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
     took = time.monotonic() - t0
     log.info("%s (Kafka %s): start %.1fs, total %.1fs, %d KB", sc.name, sc.version, start_s or -1, took,
@@ -1396,7 +1969,7 @@ def main(argv: list[str] | None = None) -> int:
         if n in SCENARIOS:
             sc = SCENARIOS[n]
             if args.version:
-                sc = Scenario(sc.name, args.version, sc.run, sc.overrides, sc.features)
+                sc = dataclasses.replace(sc, version=args.version)
             summary.append(capture(sc))
         else:
             summary.append(run_mutation(n))

@@ -33,7 +33,8 @@ COUNTS: Counter = Counter()
 
 def _tasks(roots: list[Path]) -> list[dict]:
     plan = make_plan([str(r) for r in roots], split_bytes=1 << 62)
-    return [t for t in plan.tasks if t["size"] > 0]
+    # the tool skips files it does not know by their suffix: a cleaner's *.log.deleted, *.cleaned, *.swap
+    return [t for t in plan.tasks if t["size"] > 0 and not t["path"].endswith((".deleted", ".cleaned", ".swap"))]
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from functools import lru_cache
 # the table catalog, and the Spark side of ingestion
 DECODER_MODULES = ("auditor.formats", "auditor.ingest", "auditor.engine.ingest_job", "auditor.batch.decode")
 # what the findings depend on, given the tables: the rules and everything in the engine
-AUDIT_MODULES = ("rules", "auditor.engine", "auditor.batch.audit")
+AUDIT_MODULES = ("rules", "auditor.engine", "auditor.producer_state", "auditor.batch.audit")
 
 
 def _module_names(name: str) -> list[str]:

@@ -88,17 +88,9 @@ def tables_cmd(tables_dir) -> None:
 
 def _print_not_live(root: Path, limit: int = 50) -> None:
     """Files the rules leave out of the live log (auditor.engine.livelog), and why."""
-    import pyarrow.dataset as ds
+    from auditor.engine.livelog import decide_for_tables
 
-    from auditor.engine.livelog import decide, recovery_points
-
-    inv = ds.dataset(str(root / "files"), format="parquet").to_table().to_pylist()
-    recovery = {}
-    if (root / "checkpoints").is_dir():
-        cp = ds.dataset(str(root / "checkpoints"), format="parquet").to_table(
-            columns=["checkpoint_kind", "log_dir", "topic", "partition", "offset"]).to_pylist()
-        recovery = recovery_points(cp)
-    live = decide(inv, recovery_points=recovery)
+    live = decide_for_tables(root) or {}
     odd = sorted((lv for lv in live.values() if not lv.live or lv.bounded), key=lambda lv: lv.path)
     if not odd:
         out.print("live log: every file is live")

@@ -61,6 +61,15 @@ class Liveness:
     def bounded(self) -> bool:
         return self.live and (self.end_offset is not None or self.end_position is not None)
 
+    def keeps(self, position: int | None, offset: int | None) -> bool:
+        """Whether a row of this file at ``position`` / ``offset`` is in the live log
+        (the Spark side applies the same bounds in ``AuditContext.table``)."""
+        if not self.live:
+            return False
+        if self.end_position is not None and position is not None and position >= self.end_position:
+            return False
+        return not (self.end_offset is not None and offset is not None and offset >= self.end_offset)
+
 
 def decide(files: Iterable[Mapping[str, Any]], *, recovery_points: Mapping[tuple, int] | None = None,
            next_offsets: Mapping[str, int] | None = None) -> dict[str, Liveness]:
@@ -181,3 +190,22 @@ def row_bounds_columns(table: str) -> tuple[str, str] | None:
     if table in ("transaction_log", "offset_commits", "group_metadata", "metadata_records"):
         return "batch_position", "offset"
     return None
+
+
+def decide_for_tables(tables_dir) -> dict[str, Liveness] | None:
+    """:func:`decide` over an ingested tables directory, read with pyarrow (no Spark):
+    for the commands that answer without Spark (``tables``, ``coordinator``). None
+    when the directory has no ``files`` inventory."""
+    from pathlib import Path
+
+    import pyarrow.dataset as ds
+
+    root = Path(tables_dir)
+    if not (root / "files").is_dir():
+        return None
+    inv = ds.dataset(str(root / "files"), format="parquet").to_table().to_pylist()
+    recovery: dict[tuple, int] = {}
+    if (root / "checkpoints").is_dir():
+        cp = ds.dataset(str(root / "checkpoints"), format="parquet")
+        recovery = recovery_points(cp.to_table(columns=["checkpoint_kind", "log_dir", "topic", "partition", "offset"]).to_pylist())
+    return decide(inv, recovery_points=recovery)

@@ -261,6 +261,7 @@ class AuditContext:
             F.min("segment_base_offset").alias("first_segment_base_offset"),
             F.max("max_timestamp").alias("max_timestamp"),
             F.sum(F.when((F.col("magic") == 2) & (F.col("record_count") < F.col("last_offset_delta") + 1), 1).otherwise(0)).alias("compacted_batches"),
+            F.sum(F.when(F.col("has_delete_horizon"), 1).otherwise(0)).alias("delete_horizon_batches"),
         )
         cp = self.table("checkpoints")
         keys = [F.col("cluster_id"), F.col("broker_id"), F.col("log_dir"), F.col("topic"), F.col("partition")]
@@ -271,23 +272,34 @@ class AuditContext:
             "log_start_offset",
             F.greatest(F.coalesce("checkpoint_log_start_offset", F.lit(0)), F.coalesce("first_segment_base_offset", F.lit(0))),
         )
+        # the cleaner ran on the partition if any replica shows it: batches it emptied or thinned, a
+        # delete horizon it stamped, or an entry of the partition in a cleaner-offset-checkpoint
+        # (replicas clean independently: a lagging one may show nothing yet)
+        from pyspark.sql import Window
+
+        cleaned = cp.where("checkpoint_kind = 'cleaner-offset'").select("cluster_id", "topic", "partition").distinct() \
+            .withColumn("cleaner_checkpoint", F.lit(True))
+        p = p.join(cleaned, ["cluster_id", "topic", "partition"], "left")
+        seen = (F.col("compacted_batches") > 0) | (F.col("delete_horizon_batches") > 0) | F.coalesce("cleaner_checkpoint", F.lit(False))
+        p = p.withColumn("cleaned_by_cleaner", F.max(seen.cast("int")).over(
+            Window.partitionBy("cluster_id", "topic", "partition")) == 1)
         compact = self.compacted_topics
-        p = p.join(compact, ["topic"], "left").withColumn(
+        p = p.join(compact, ["cluster_id", "topic"], "left").withColumn(
             "is_compacted",
-            F.coalesce(F.col("config_compact"), F.lit(False)) | F.col("topic").isin(*INTERNAL_COMPACTED) | (F.col("compacted_batches") > 0),
+            F.coalesce(F.col("config_compact"), F.lit(False)) | F.col("topic").isin(*INTERNAL_COMPACTED) | F.col("cleaned_by_cleaner"),
         )
         return self.persist(p)
 
     @cached_property
     def compacted_topics(self):
-        """Topics whose latest ``cleanup.policy`` in the metadata log includes compact."""
+        """(cluster, topic) whose latest ``cleanup.policy`` in the metadata log includes compact."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         if not self.has_rows("metadata_records"):
-            return self.spark.createDataFrame([], "topic string, config_compact boolean")
+            return self.spark.createDataFrame([], "cluster_id string, topic string, config_compact boolean")
         c = self.table("metadata_records").where("record_type = 'CONFIG_RECORD' AND config_resource_type = 2 AND config_name = 'cleanup.policy'")
-        w = Window.partitionBy("config_resource_name").orderBy(F.col("offset").desc())
+        w = Window.partitionBy("cluster_id", "config_resource_name").orderBy(F.col("offset").desc())
         c = c.withColumn("_rn", F.row_number().over(w)).where("_rn = 1")
-        return c.select(F.col("config_resource_name").alias("topic"),
+        return c.select("cluster_id", F.col("config_resource_name").alias("topic"),
                         F.coalesce(F.col("config_value").contains("compact"), F.lit(False)).alias("config_compact"))

@@ -1,4 +1,5 @@
-"""Run a real, single-node Apache Kafka broker (KRaft, combined broker+controller) for tests.
+"""Run real Apache Kafka brokers (KRaft, combined broker+controller nodes) for tests: one node
+(:class:`KafkaBroker`) or a small cluster of them with a shared controller quorum (:class:`KafkaCluster`).
 
 Why this exists: the auditor's ground truth must come from the real thing. This module starts
 Kafka's own server classes (``kafka.Kafka``) from the jars that ``scripts/kafka/fetch.sh`` resolves
@@ -20,10 +21,14 @@ after ``log.initial.task.delay.ms`` (30 s by default, an internal config in 4.x)
 
 Usage::
 
-    from scripts.kafka.harness import KafkaBroker
+    from scripts.kafka.harness import KafkaBroker, KafkaCluster
     with KafkaBroker("4.3.1", workdir) as broker:     # start() on enter, stop() on exit
         broker.bootstrap                               # "127.0.0.1:<port>"
         broker.log_dir                                 # <workdir>/data
+    with KafkaCluster("4.3.1", workdir, 3) as cluster: # nodes 1-3, each broker+controller, 3 voters
+        cluster.bootstrap                              # "127.0.0.1:<p1>,127.0.0.1:<p2>,127.0.0.1:<p3>"
+        cluster.nodes[2].kill(); cluster.nodes[2].start()   # SIGKILL one node, bring it back
+        cluster.log_dirs()                             # {1: <workdir>/node-1/data, ...}
 """
 
 from __future__ import annotations
@@ -147,15 +152,31 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-class KafkaBroker:
-    """One KRaft node (``process.roles=broker,controller``, ``node.id=1``) in ``workdir``.
+class _Running:
+    """``with`` support: start on enter; stop cleanly on a normal exit, SIGKILL on an exception."""
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.stop()
+        else:
+            self.kill()
+
+
+class KafkaBroker(_Running):
+    """One KRaft node (``process.roles=broker,controller``, ``node.id=1`` unless told) in ``workdir``.
 
     ``workdir`` gets ``server.properties``, ``broker.out`` (stdout+stderr, SLF4J simple logger at
     ``log_level``) and ``data/`` (the log dir; the metadata log ``__cluster_metadata-0`` lives in
     it too because ``metadata.log.dir`` is not set). Ports are chosen once, so a stop/start pair
     reuses them. ``overrides`` are added to (and win over) the generated server properties;
     ``features`` are passed to ``kafka-storage format --feature name=level`` (4.x only, e.g.
-    ``{"transaction.version": 1}``); ``release_version`` to ``--release-version``.
+    ``{"transaction.version": 1}``); ``release_version`` to ``--release-version``. ``node_id``,
+    ``quorum_voters``, the ports and ``min_brokers`` (how many brokers a Metadata answer must list
+    before the node counts as started) are set by :class:`KafkaCluster`; the defaults are a
+    self-contained single node.
     """
 
     def __init__(
@@ -170,8 +191,15 @@ class KafkaBroker:
         heap: str = "512m",
         log_level: str = "info",
         start_timeout: float = 90.0,
+        node_id: int = 1,
+        quorum_voters: str | None = None,
+        port: int | None = None,
+        controller_port: int | None = None,
+        min_brokers: int = 1,
     ) -> None:
         self.version = version
+        self.node_id = node_id
+        self.min_brokers = min_brokers
         self.workdir = Path(workdir).absolute()
         self.overrides = dict(overrides or {})
         self.features = dict(features or {})
@@ -180,10 +208,12 @@ class KafkaBroker:
         self.heap = heap
         self.log_level = log_level
         self.start_timeout = start_timeout
-        self.port = free_port()
-        self.controller_port = free_port()
+        self.port = port or free_port()
+        self.controller_port = controller_port or free_port()
         while self.controller_port == self.port:
             self.controller_port = free_port()
+        #: ``controller.quorum.voters``; a single node is its own (only) voter
+        self.quorum_voters = quorum_voters or f"{node_id}@127.0.0.1:{self.controller_port}"
         self.proc: subprocess.Popen | None = None
         self._out = None
         self.timings: dict[str, float] = {}
@@ -219,8 +249,8 @@ class KafkaBroker:
         """The generated configuration (before ``overrides``), with the reason for each non-default."""
         props: dict[str, object] = {
             "process.roles": "broker,controller",
-            "node.id": 1,
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "node.id": self.node_id,
+            "controller.quorum.voters": self.quorum_voters,
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
@@ -301,13 +331,22 @@ class KafkaBroker:
             raise BrokerError(f"kafka-storage format failed ({r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
 
     def start(self) -> "KafkaBroker":
-        """Format if needed, start ``kafka.Kafka`` and wait until a Metadata request lists a broker."""
+        """Format if needed, start ``kafka.Kafka`` and wait until a Metadata request lists a broker
+        (``min_brokers`` of them)."""
         if self.running:
             return self
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> None:
+        """Format if needed and start the process without waiting (the nodes of a cluster must all be
+        launched before any can become ready: the controller quorum needs a majority)."""
+        if self.running:
+            return
         self.format()
         self._write_properties()
         self._out = open(self.out_file, "ab")
-        t0 = time.monotonic()
+        self._t0 = time.monotonic()
         self.proc = subprocess.Popen(
             self._java("kafka.Kafka", str(self.properties_file)),
             stdout=self._out,
@@ -317,13 +356,19 @@ class KafkaBroker:
             preexec_fn=_pdeathsig,
         )
         _LIVE.add(self)
+
+    def wait_ready(self, min_brokers: int | None = None) -> "KafkaBroker":
+        """Wait until this node answers a Metadata request listing at least ``min_brokers`` brokers."""
+        assert self.proc is not None, "launch() first"
+        want = self.min_brokers if min_brokers is None else min_brokers
+        t0 = getattr(self, "_t0", time.monotonic())
         deadline = t0 + self.start_timeout
         last_err: Exception | None = None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise BrokerError(f"Kafka {self.version} exited with {self.proc.returncode} during start:\n{self.log_tail()}")
             try:
-                if _metadata_brokers("127.0.0.1", self.port, timeout=2.0) >= 1:
+                if _metadata_brokers("127.0.0.1", self.port, timeout=2.0) >= want:
                     self.timings["start_s"] = time.monotonic() - t0
                     return self
             except (OSError, ConnectionError, struct.error, BrokerError) as e:
@@ -337,17 +382,28 @@ class KafkaBroker:
 
     def stop(self, timeout: float = 60.0) -> None:
         """Clean shutdown (SIGTERM, like ``kafka-server-stop.sh``); SIGKILL if it takes too long."""
+        self.terminate()
+        self.wait_stopped(timeout)
+
+    def terminate(self) -> None:
+        """Send SIGTERM (the start of a clean shutdown) without waiting."""
+        if self.proc is not None and self.proc.poll() is None:
+            self._stop_t0 = time.monotonic()
+            self.proc.send_signal(signal.SIGTERM)
+
+    def wait_stopped(self, timeout: float = 60.0) -> None:
+        """Wait for the process sent SIGTERM by :meth:`terminate`; SIGKILL it after ``timeout``."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            t0 = time.monotonic()
-            self.proc.send_signal(signal.SIGTERM)
+        if self.proc.poll() is None or hasattr(self, "_stop_t0"):
+            t0 = getattr(self, "_stop_t0", time.monotonic())
             try:
-                self.proc.wait(timeout=timeout)
+                self.proc.wait(timeout=max(0.0, timeout - (time.monotonic() - t0)))
             except subprocess.TimeoutExpired:
                 self.kill()
                 raise BrokerError(f"Kafka {self.version} did not stop within {timeout}s; killed:\n{self.log_tail()}")
             self.timings["stop_s"] = time.monotonic() - t0
+            self.__dict__.pop("_stop_t0", None)
         self._close()
 
     def kill(self) -> None:
@@ -379,14 +435,6 @@ class KafkaBroker:
             return "(no broker output)"
         return "\n".join(text[-lines:])
 
-    def __enter__(self) -> "KafkaBroker":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        if exc[0] is None:
-            self.stop()
-        else:
-            self.kill()
 
     def __del__(self) -> None:  # last resort; atexit normally handles it
         try:
@@ -394,6 +442,144 @@ class KafkaBroker:
                 self.proc.kill()
         except Exception:  # noqa: BLE001
             pass
+
+
+class KafkaCluster(_Running):
+    """``n`` KRaft nodes on 127.0.0.1, each ``process.roles=broker,controller``, node ids 1..n, one
+    static controller quorum of all ``n`` voters (``controller.quorum.voters``), in
+    ``workdir/node-<id>/`` (each a :class:`KafkaBroker` with its own ``server.properties``,
+    ``broker.out`` and ``data/`` log dir, the metadata log inside it).
+
+    ``overrides`` apply to every node (after the replication defaults below), ``node_overrides``
+    ``{node_id: {...}}`` to one node only. Replication defaults for ``n >= 3``: internal topics
+    with replication factor 3 and ``min.insync.replicas`` 2 (``transaction.state.log.min.isr`` 2),
+    ``default.replication.factor`` 3. ``heap`` is per node (three JVMs share the machine).
+
+    Nodes can be stopped, SIGKILLed and started again one at a time (``cluster.nodes[i]``); a
+    restarted node keeps its ports and log dir, and :meth:`restart_node` can change its overrides.
+    :meth:`stop` shuts all running nodes down cleanly *together*: each sends SIGTERM at the same
+    time, so the quorum keeps its majority while every broker does its controlled shutdown (stopped
+    one after another, the last node would be left without a quorum majority for its own).
+    """
+
+    def __init__(
+        self,
+        version: str,
+        workdir: str | os.PathLike,
+        n: int = 3,
+        overrides: Mapping[str, object] | None = None,
+        node_overrides: Mapping[int, Mapping[str, object]] | None = None,
+        *,
+        features: Mapping[str, int] | None = None,
+        release_version: str | None = None,
+        cluster_id: str | None = None,
+        heap: str = "384m",
+        log_level: str = "info",
+        start_timeout: float = 120.0,
+    ) -> None:
+        self.version = version
+        self.workdir = Path(workdir).absolute()
+        self.n = n
+        self.cluster_id = cluster_id or cluster_id_for(str(self.workdir))
+        used: set[int] = set()
+
+        def port() -> int:
+            while True:
+                p = free_port()
+                if p not in used:
+                    used.add(p)
+                    return p
+
+        ports = {i: (port(), port()) for i in range(1, n + 1)}
+        voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in ports.items())
+        rf = min(n, 3)
+        self.common_overrides: dict[str, object] = {
+            "offsets.topic.replication.factor": rf,
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": min(rf, 2),
+            "default.replication.factor": rf,
+            "min.insync.replicas": min(rf, 2),
+        }
+        self.common_overrides.update(overrides or {})
+        self.node_overrides = {int(k): dict(v) for k, v in (node_overrides or {}).items()}
+        self.nodes: dict[int, KafkaBroker] = {}
+        for i, (p, c) in ports.items():
+            ov = dict(self.common_overrides)
+            ov.update(self.node_overrides.get(i, {}))
+            self.nodes[i] = KafkaBroker(version, self.workdir / f"node-{i}", ov, features=features,
+                                        release_version=release_version, cluster_id=self.cluster_id, heap=heap,
+                                        log_level=log_level, start_timeout=start_timeout, node_id=i,
+                                        quorum_voters=voters, port=p, controller_port=c, min_brokers=n)
+        self.timings: dict[str, float] = {}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.nodes.values())
+
+    @property
+    def running(self) -> bool:
+        return any(b.running for b in self.nodes.values())
+
+    def log_dirs(self) -> dict[int, Path]:
+        return {i: b.log_dir for i, b in self.nodes.items()}
+
+    def server_properties(self) -> dict[str, str]:
+        """The generated configuration shared by all nodes (node 1's, without node-only overrides)."""
+        props = self.nodes[min(self.nodes)].server_properties()
+        props.pop("node.id", None)
+        return props
+
+    def start(self) -> "KafkaCluster":
+        """Launch every node that is not running, then wait until each lists all ``n`` brokers."""
+        t0 = time.monotonic()
+        for b in self.nodes.values():
+            b.launch()
+        for b in self.nodes.values():
+            b.wait_ready()
+        self.timings["start_s"] = time.monotonic() - t0
+        return self
+
+    def start_node(self, node_id: int, min_brokers: int | None = None) -> KafkaBroker:
+        """(Re)start one node and wait until it answers with ``min_brokers`` (default all) brokers."""
+        b = self.nodes[node_id]
+        b.launch()
+        return b.wait_ready(min_brokers)
+
+    def restart_node(self, node_id: int, overrides: Mapping[str, object] | None = None, *,
+                     kill: bool = False) -> KafkaBroker:
+        """Stop (clean, or SIGKILL with ``kill``) one node, apply ``overrides`` to it, start it again."""
+        b = self.nodes[node_id]
+        b.kill() if kill else b.stop()
+        if overrides:
+            self.node_overrides.setdefault(node_id, {}).update(overrides)
+            b.overrides.update(overrides)
+        return self.start_node(node_id)
+
+    def stop(self, timeout: float = 120.0) -> None:
+        """Clean shutdown of every running node, all SIGTERMed at once (see the class doc)."""
+        t0 = time.monotonic()
+        running = [b for b in self.nodes.values() if b.running]
+        for b in running:
+            b.terminate()
+        errors = []
+        for b in running:
+            try:
+                b.wait_stopped(timeout)
+            except BrokerError as e:
+                errors.append(str(e))
+        for b in self.nodes.values():
+            b._close()
+        self.timings["stop_s"] = time.monotonic() - t0
+        if errors:
+            raise BrokerError("\n\n".join(errors))
+
+    def kill(self) -> None:
+        for b in self.nodes.values():
+            b.kill()
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(f"--- node {i} ---\n{b.log_tail(lines)}" for i, b in self.nodes.items())
+
 
 
 class JavaProducer:

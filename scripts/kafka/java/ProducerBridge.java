@@ -7,6 +7,7 @@
 // Arguments are producer configs. Commands on stdin, one per line; one JSON object per line on stdout:
 //   init | begin | commit | abort | flush | state | close
 //   send TOPIC PARTITION VALUE        (value is a token without spaces; key is null)
+//   sendkv TOPIC PARTITION KEY VALUE  (key and value are tokens; VALUE ~null sends a null value: a tombstone)
 // Every reply carries the producer id/epoch the client holds (read by reflection: the Java producer
 // has no public accessor), so the Python side can record which identity wrote what.
 import java.io.BufferedReader;
@@ -50,6 +51,15 @@ public class ProducerBridge {
                                 w[3].getBytes(StandardCharsets.UTF_8));
                         pending.add(producer.send(r));
                         pendingDesc.add(w[3]);
+                        reply("");
+                        break;
+                    }
+                    case "sendkv": {
+                        byte[] v = "~null".equals(w[4]) ? null : w[4].getBytes(StandardCharsets.UTF_8);
+                        ProducerRecord<byte[], byte[]> r = new ProducerRecord<>(w[1], Integer.parseInt(w[2]),
+                                w[3].getBytes(StandardCharsets.UTF_8), v);
+                        pending.add(producer.send(r));
+                        pendingDesc.add(w[3] + "=" + w[4]);
                         reply("");
                         break;
                     }
