@@ -95,3 +95,33 @@ def test_recovery_points_come_from_the_checkpoint_rows():
     rows = [{"checkpoint_kind": "recovery-point-offset", "log_dir": LOG_DIR, "topic": "orders", "partition": 0, "offset": 7},
             {"checkpoint_kind": "replication-offset", "log_dir": LOG_DIR, "topic": "orders", "partition": 0, "offset": 9}]
     assert recovery_points(rows) == {(LOG_DIR, "orders", 0): 7}
+
+
+def test_the_audit_context_reads_only_the_live_log(spark, tmp_path):
+    """AuditContext.table applies the decision to the rows: a .deleted copy's batches are left
+    out, and a segment recovery would truncate keeps only the batches before the bad one."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tables_builder import TableSet
+    from auditor.engine.views import AuditContext
+    from auditor.ingest.inventory import FILES_SCHEMA
+
+    t = TableSet(tmp_path / "tables")
+    for off in range(8):  # the live segment: batches at positions 0, 100, ..., 700
+        t.batch("orders", 0, off, producer_id=7, producer_epoch=0, base_sequence=off)
+    for off in range(4):  # the cleaner's .deleted copy of the same offsets
+        t.batch("orders", 0, off, producer_id=7, producer_epoch=0, base_sequence=off)
+        t.rows["batches"][-1]["file"] += ".deleted"
+    root = t.write()
+    seg = t.rows["batches"][0]["file"]
+    base = {"log_dir": "/data/broker-1", "topic": "orders", "partition": 0, "dir_status": "live", "kind": "segment",
+            "base_offset": 0, "size": 800, "mtime_ms": 0}
+    inv = [{**base, "path": seg, "file_status": "live", "status": "bad-crc", "error_position": 517, "next_offset": 8},
+           {**base, "path": seg + ".deleted", "file_status": "deleted", "status": "ok", "next_offset": 4}]
+    pq.write_table(pa.Table.from_pylist(inv, schema=FILES_SCHEMA), root / "files" / "part-00000.parquet")
+    ctx = AuditContext(spark, str(root))
+    rows = ctx.table("batches").select("file", "base_offset").collect()
+    assert sorted((r["file"], r["base_offset"]) for r in rows) == [(seg, o) for o in range(5)]
+    # no duplicates for the sequence view (a .deleted copy used to look like 4 duplicate batches)
+    assert ctx.sequence_breaks.where("duplicate_of_offset IS NOT NULL").count() == 0
