@@ -3,18 +3,27 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 SAMPLES := $(sort $(wildcard sample_logs/*/))
 OUT ?= build/demo
 
-.PHONY: setup demo test zip clean
+.PHONY: setup setup-demo demo test zip clean
 
+# everything: what the tests need (dev extras, Kafka broker jars, Delta jars, Chromium)
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup.sh scripts/delta/fetch.sh scripts/delta/pom.xml
-	bash scripts/setup.sh $(VENV)
-	touch $(STAMP)
+$(STAMP): pyproject.toml scripts/setup.sh scripts/delta/fetch.sh scripts/delta/pom.xml scripts/kafka/pom.xml
+	bash scripts/setup.sh $(VENV) test
+	touch $(STAMP) $(DEMO_STAMP)
 
-demo: setup
+# only what the demo runs: Java and the package's runtime dependencies
+setup-demo: $(DEMO_STAMP)
+
+$(DEMO_STAMP): pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh $(VENV) demo
+	touch $(DEMO_STAMP)
+
+demo: setup-demo
 	rm -rf $(OUT)
 	$(VENV)/bin/txn-audit scan $(SAMPLES) --tables $(OUT)/tables --out $(OUT)/findings || test $$? -eq 1
 	$(VENV)/bin/txn-audit tables $(OUT)/tables

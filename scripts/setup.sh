@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Build the project's virtualenv from scratch: Java (for Spark), Python packages.
-# Idempotent; called by `make setup` (and so by `make demo` / `make test`).
+# Build the project's virtualenv from scratch. Idempotent.
+#   scripts/setup.sh VENV demo   what `make demo` runs: Java (for Spark) and the package's runtime
+#                                dependencies — nothing else
+#   scripts/setup.sh VENV test   also what the tests need: dev extras (pytest, hypothesis, Kafka
+#                                clients), mvn and the Kafka broker jars, the Delta jars, Chromium
 set -euo pipefail
 VENV=${1:-.venv}
+MODE=${2:-test}
+case "$MODE" in demo|test) ;; *) echo "setup: mode must be demo or test, not $MODE" >&2; exit 2;; esac
 
 if ! command -v java >/dev/null 2>&1; then
   echo "setup: installing a Java runtime for Spark" >&2
@@ -18,6 +23,11 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+if [ "$MODE" = demo ]; then
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e .
+  echo "setup: $VENV ready for the demo" >&2
+  exit 0
+fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]'
 
 # Real Apache Kafka brokers for tests/test_live_broker.py and scripts/capture_scenarios.py:
