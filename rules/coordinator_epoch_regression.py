@@ -149,7 +149,9 @@ RULE = Rule(
     severity="error",
     run=run,
     proposals=("KIP-98", "KAFKA-9144"),
-    evidence=("scope", "cause", "coordinator_epoch", "earlier_coordinator_epoch", "earlier_marker_offset", "idle_ms"),
+    evidence=("scope", "cause", "coordinator_epoch", "earlier_coordinator_epoch", "earlier_marker_offset",
+        "earlier_marker_type", "earlier_marker_producer_id", "previous_marker_offset",
+        "previous_coordinator_epoch", "idle_ms", "producer_id_expiration_ms", "coordinator_partition"),
     remediation="check the marker's decision against the coordinator (torn-transaction); upgrade brokers older than 2.5",
     needs=("batches",),
 )

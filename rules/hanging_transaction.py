@@ -149,7 +149,9 @@ RULE = Rule(
     severity="error",
     run=run,
     proposals=("KIP-890", "KIP-664", "KAFKA-12671"),
-    evidence=("classification", "coordinator_state", "coordinator_partitions", "previous_marker_offset", "age"),
+    evidence=("classification", "basis", "coordinator_state", "coordinator_partitions",
+        "transaction_timeout_ms", "data_batches", "previous_marker_offset", "previous_marker_epoch",
+        "coordinator_epoch", "as_of_ms"),
     remediation="kafka-transactions.sh abort --topic T --partition N --start-offset O (or --producer-id/--producer-epoch/--coordinator-epoch before 3.0)",
     needs=("batches",),
 )

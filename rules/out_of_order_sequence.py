@@ -113,7 +113,8 @@ RULE = Rule(
     severity="error",
     run=run,
     proposals=("KIP-98", "KIP-185", "KIP-360", "KAFKA-5793"),
-    evidence=("kind", "expected_sequence", "previous_last_sequence", "other_offset", "compacted"),
+    evidence=("kind", "base_sequence", "last_sequence", "expected_sequence", "previous_last_sequence",
+        "previous_epoch", "other_offset", "compacted"),
     remediation="compare replicas, check for unclean leader election/truncation; dedupe duplicates downstream",
     needs=("batches",),
 )

@@ -123,7 +123,8 @@ RULE = Rule(
     severity="critical",
     run=run,
     proposals=("KIP-730", "KAFKA-15552", "KAFKA-20031"),
-    evidence=("kind", "first_block", "second_block", "next_producer_id"),
+    evidence=("kind", "next_producer_id", "previous_next_producer_id", "granted_to_broker", "first_block",
+        "second_block", "first_sources", "second_sources", "max_granted", "transactional_ids"),
     remediation=("stop producers using the affected ids, upgrade brokers with the fix, restart brokers so they take "
                  "fresh blocks above the highest id in use; for shared-id re-initialise one transactional producer"),
     needs=("batches",),

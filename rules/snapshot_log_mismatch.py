@@ -158,7 +158,10 @@ RULE = Rule(
     severity="error",
     run=run,
     proposals=("KIP-98", "KIP-360"),
-    evidence=("kind", "snapshot_offset", "entry_index", "current_txn_first_offset", "log_start_offset", "log_producer_id"),
+    evidence=("kind", "snapshot_offset", "entry_index", "current_txn_first_offset", "log_start_offset",
+        "coordinator_epoch", "snapshot_epoch", "snapshot_last_sequence", "snapshot_first_offset",
+        "log_producer_id", "log_epoch", "log_base_offset", "log_last_sequence", "compacted",
+        "log_end_offset"),
     remediation=("open txn below log start: kafka-transactions.sh abort; wrong last batch: delete the snapshots and let the "
                  "broker rebuild state; snapshot ahead of the log: check the dump, compare replicas"),
     needs=("batches", "producer_snapshots"),

@@ -113,7 +113,8 @@ RULE = Rule(
     severity="error",
     run=run,
     proposals=("KIP-98", "KIP-447", "KIP-890"),
-    evidence=("last_stable_offset", "high_watermark", "lag_offsets", "lag_ms", "consumer_groups", "pending_offset_commit_groups"),
+    evidence=("last_stable_offset", "high_watermark", "log_end_offset", "lag_offsets", "lag_ms",
+        "open_transactions", "compacted", "consumer_groups", "pending_offset_commit_groups"),
     remediation="abort the pinning transaction (kafka-transactions.sh abort), then re-audit",
     needs=("batches",),
 )

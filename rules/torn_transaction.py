@@ -217,8 +217,9 @@ RULE = Rule(
     severity="critical",
     run=run,
     proposals=("KIP-98", "KIP-890", "KAFKA-17754"),
-    evidence=("classification", "decision", "prepare_offset", "complete_offset", "marker_epoch_expected", "marker_offset",
-              "marker_type"),
+    evidence=("classification", "decision", "prepare_offset", "complete_offset", "marker_epoch_expected",
+        "marker_offset", "marker_type", "marker_timestamp", "marker_coordinator_epoch",
+        "open_data_first_offset", "window_start_ms", "window_end_ms", "coordinator_partition"),
     remediation=("wrong-marker: reconcile downstream with the coordinator's decision; missing-marker: abort the open data "
                  "(ABORT decisions) or abort and re-produce (COMMIT), after comparing replicas"),
     needs=("batches", "transaction_log"),

@@ -198,7 +198,9 @@ RULE = Rule(
     severity="error",
     run=run,
     proposals=("KIP-98", "KIP-890", "KAFKA-16352", "KAFKA-19999"),
-    evidence=("kind", "state", "previous_state", "previous_offset", "allowed_previous_states", "partitions", "age_ms"),
+    evidence=("kind", "state", "previous_state", "previous_offset", "previous_producer_id",
+        "previous_producer_epoch", "allowed_previous_states", "partitions", "transaction_timeout_ms",
+        "start_timestamp_ms", "age_ms", "as_of_ms"),
     remediation=("stuck Prepare*: give every listed partition a leader and move the coordinator's leadership so it resends "
                  "markers; timed-out Ongoing: check the coordinator's writes; invalid transitions: look for two coordinators"),
     needs=("transaction_log",),

@@ -163,7 +163,9 @@ RULE = Rule(
     severity="error",
     run=run,
     proposals=("KIP-98", "KAFKA-5121"),
-    evidence=("kind", "entry_first_offset", "entry_last_offset", "segment_base_offset", "marker_type", "data_first_offset"),
+    evidence=("kind", "entry_first_offset", "entry_last_offset", "entry_last_stable_offset",
+        "segment_base_offset", "entry_index", "marker_type", "data_first_offset", "data_batches",
+        "compacted"),
     remediation="delete the partition's indexes so the broker rebuilds them (or re-replicate); reconcile read_committed reads",
     needs=("batches",),
 )

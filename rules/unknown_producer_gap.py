@@ -2,10 +2,13 @@
 
 **What.** The broker rebuilds producer state from snapshots and the log. If the
 earliest batch a partition still holds for a producer id has a non-zero base
-sequence (and no producer snapshot remembers that producer), the broker had, or
-will have after a restart, *no state* for it: before Kafka 2.5 that surfaced as
-UNKNOWN_PRODUCER_ID to the client, and the KIP-185 follow-up discussion showed
-it being misreported as OutOfOrderSequence — spurious errors, not data loss.
+sequence, and no producer snapshot taken before that batch remembers the producer
+unexpired with the sequence the batch continues, the broker had *no state* for
+it (retention alone does not drop a producer's state since KIP-360; expiry after
+``producer.id.expiration.ms`` does, and so does a restart that loads no snapshot
+holding it): before Kafka 2.5 that surfaced as UNKNOWN_PRODUCER_ID to the
+client, and the KIP-185 follow-up discussion showed it being misreported as
+OutOfOrderSequence — spurious errors, not data loss.
 
 **How it arises.** Retention or DeleteRecords removed the producer's earlier
 batches (the log start offset moved past them) while the producer was still
@@ -32,6 +35,7 @@ from __future__ import annotations
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Rule
 from auditor.engine.views import REPLICA
+from auditor.producer_state.spark import snapshot_remembers
 
 
 def run(ctx):
@@ -40,15 +44,12 @@ def run(ctx):
     # __consumer_offsets batches are written by the group coordinator, which never checks sequences
     first = ctx.sequence_breaks.where("prev_data_epoch IS NULL AND base_sequence > 0 AND topic != '__consumer_offsets'")
     first = first.join(ctx.partitions.select(*REPLICA, "log_start_offset", "first_batch_offset", "is_compacted"), REPLICA, "left")
-    snaps = ctx.table("producer_snapshots").select(*REPLICA, "producer_id", "snapshot_offset", "last_offset").withColumnRenamed(
-        "last_offset", "snapshot_last_offset")
-    # a snapshot keeps the broker's state for the producer only if the entry survives loading:
-    # entries whose last offset is below the log start offset are dropped (ProducerStateManager)
-    known = first.join(snaps, [*REPLICA, "producer_id"], "left").where(
-        F.col("snapshot_offset").isNotNull() & (F.col("snapshot_offset") <= F.col("base_offset"))
-        & (F.col("snapshot_last_offset") >= F.col("log_start_offset"))
-    ).select(*REPLICA, "producer_id").distinct().withColumn("in_snapshot", F.lit(True))
-    first = first.join(known, [*REPLICA, "producer_id"], "left").where(F.col("in_snapshot").isNull())
+    # the broker still has state for the producer if a snapshot remembers it, unexpired, with the
+    # sequence this batch continues (auditor.producer_state): retention alone does not drop state
+    first = first.join(F.broadcast(ctx.producer_id_expiration), ["cluster_id", "broker_id"], "left")
+    expiration = F.coalesce(F.col("producer_id_expiration_ms"), F.lit(ctx.options.producer_id_expiration_ms))
+    first = snapshot_remembers(first, ctx.table("producer_snapshots"), expiration)
+    first = first.where(~F.col("remembered"))
     # on a compacted topic the cleaner removes a producer's earlier batches by design (it keeps the
     # last one, so the broker's state for the producer survives): nothing to report there
     first = first.where(~((F.col("log_start_offset") <= 0) & F.coalesce(F.col("is_compacted"), F.lit(False))))
@@ -88,7 +89,7 @@ RULE = Rule(
     severity="warning",
     run=run,
     proposals=("KIP-360", "KIP-185"),
-    evidence=("classification", "base_sequence", "log_start_offset", "first_batch_offset"),
+    evidence=("classification", "base_sequence", "log_start_offset", "first_batch_offset", "compacted"),
     remediation="retention: extend retention / producer.id.expiration.ms; unexplained: investigate truncation",
     needs=("batches",),
 )

@@ -942,15 +942,23 @@ def sc_consumer_offsets_late(ctx: Ctx) -> dict:
     }
 
 
+UNKNOWN_PRODUCER_EXPIRATION_MS = 6000  # producer.id.expiration.ms of the unknown-producer scenario
+
+
 @scenario("unknown-producer", NEWEST, overrides={"log.retention.check.interval.ms": 500, "log.initial.task.delay.ms": 500,
-                                                  "log.segment.delete.delay.ms": 500})
+                                                  "log.segment.delete.delay.ms": 500,
+                                                  "producer.id.expiration.ms": UNKNOWN_PRODUCER_EXPIRATION_MS})
 def sc_unknown_producer(ctx: Ctx) -> dict:
     """An idempotent producer P writes 12 single-record batches to `ledger-0` (sequences 0-11), a
     second idempotent producer Q writes 12 more (starting a new segment); DeleteRecords moves the log
-    start offset to Q's first batch, past all of P's batches (their segments are deleted), the broker is restarted (producer state rebuilt from
-    snapshot + log: P is gone), and P, still holding its producer id/epoch, writes again at sequence
-    12. The broker (2.5+) accepts a producer it has no state for at any sequence, so P's first
-    retained batch starts at sequence 12: the on-disk trace of an UNKNOWN_PRODUCER_ID situation."""
+    start offset to Q's first batch, past all of P's batches (their segments are deleted). Retention
+    alone does not drop P's state (KIP-360: the producer snapshot still holds it); expiry does: the
+    broker runs with producer.id.expiration.ms = 6 s (also set as its dynamic broker config,
+    so the metadata log records it), P stays idle longer than that, the broker restarts and drops
+    P's expired entry when it loads the snapshot, and P, still holding its producer id/epoch, writes
+    again at sequence 12. The broker (2.5+) accepts a producer it has no state for at any sequence,
+    so P's first retained batch starts at sequence 12: the on-disk trace of an UNKNOWN_PRODUCER_ID
+    situation."""
     # segment.ms: the first append after 2 s of quiet rolls a new segment, so Q's first batch starts
     # one and the log can be cut exactly between P's last and Q's first batch
     ctx.create_topic("ledger", 1, 1024, **{"segment.ms": "2000"})
@@ -979,6 +987,14 @@ def sc_unknown_producer(ctx: Ctx) -> dict:
         if time.monotonic() > deadline:
             raise RuntimeError("segments below the new log start offset were not deleted")
         time.sleep(0.2)
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    expiry = str(UNKNOWN_PRODUCER_EXPIRATION_MS)
+    entry = ConfigEntry("producer.id.expiration.ms", expiry, incremental_operation=AlterConfigOpType.SET)
+    for fut in ctx.admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "1", incremental_configs=[entry])]).values():
+        fut.result()
+    idle_since = time.time()
+    time.sleep(UNKNOWN_PRODUCER_EXPIRATION_MS / 1000 + 2)  # P idle past its expiry before the broker reloads
     ctx.broker.restart()
     from confluent_kafka.admin import AdminClient
 
@@ -992,15 +1008,16 @@ def sc_unknown_producer(ctx: Ctx) -> dict:
     return {
         "description": sc_unknown_producer.__doc__,
         "steps": {"delete_records_before_offset": cut, "log_start_offset_after_delete": low,
-                  "p_deleted_offsets": p_offsets, "broker_restarted": True},
+                  "p_deleted_offsets": p_offsets, "producer_id_expiration_ms": UNKNOWN_PRODUCER_EXPIRATION_MS,
+                  "p_idle_seconds_before_restart": round(time.time() - idle_since, 1), "broker_restarted": True},
         "expect": {"anomalies": [{
             "type": "unknown-producer", "topic": "ledger", "partition": 0, "producer_id": pid,
             "producer_epoch": epoch, "first_offset": min(o for _, _, o in again), "base_sequence": 12,
             "log_start_offset": low,
             "why": "the producer's earlier batches (sequences 0-11) were removed by DeleteRecords; its first "
                    "retained batch starts at sequence 12, not 0. The producer snapshot written at the clean "
-                   "shutdown before the restart still lists it with last offset below the new log start offset; "
-                   "Kafka drops such entries when it loads a snapshot, so after the restart the broker had no "
+                   "shutdown before the restart still lists it, but idle longer than producer.id.expiration.ms: "
+                   "the broker drops expired entries when it loads a snapshot, so after the restart it had no "
                    "state for it and accepted sequence 12 from an unknown producer",
         }]},
     }

@@ -291,6 +291,29 @@ class AuditContext:
         return self.persist(p)
 
     @cached_property
+    def producer_id_expiration(self):
+        """(cluster_id, broker_id, producer_id_expiration_ms): the broker's
+        ``producer.id.expiration.ms`` as a dynamic config in the metadata log (its own
+        record, else the cluster-wide default), for every broker of the dump; the
+        ``AuditOptions.producer_id_expiration_ms`` (Kafka's default, 1 day) otherwise."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        brokers = self.table("batches").select("cluster_id", "broker_id").distinct()
+        default = F.lit(self.options.producer_id_expiration_ms).cast("long")
+        if not self.has_rows("metadata_records"):
+            return brokers.withColumn("producer_id_expiration_ms", default)
+        c = self.table("metadata_records").where(
+            "record_type = 'CONFIG_RECORD' AND config_resource_type = 4 AND config_name = 'producer.id.expiration.ms'")
+        w = Window.partitionBy("cluster_id", "config_resource_name").orderBy(F.col("offset").desc())
+        c = c.withColumn("_rn", F.row_number().over(w)).where("_rn = 1").select(
+            "cluster_id", F.col("config_resource_name").alias("_name"), F.col("config_value").cast("long").alias("_v"))
+        own = c.where("_name != ''").select("cluster_id", F.col("_name").cast("int").alias("broker_id"), F.col("_v").alias("_own"))
+        cluster = c.where("_name = ''").select("cluster_id", F.col("_v").alias("_cluster"))
+        return (brokers.join(own, ["cluster_id", "broker_id"], "left").join(cluster, "cluster_id", "left")
+                .select("cluster_id", "broker_id", F.coalesce("_own", "_cluster", default).alias("producer_id_expiration_ms")))
+
+    @cached_property
     def compacted_topics(self):
         """(cluster, topic) whose latest ``cleanup.policy`` in the metadata log includes compact."""
         from pyspark.sql import Window

@@ -208,3 +208,34 @@ def pins_by_bucket(txns, opened_bucket, last_open_bucket):
             .select(*REPLICA, F.explode(F.sequence("_b0", "_b1")).alias("bucket"),
                     F.struct("first_offset", "first_timestamp", "producer_id").alias("txn"))
             .groupBy(*REPLICA, "bucket").agg(F.min("txn").alias("pin"), F.count(F.lit(1)).alias("open")))
+
+
+def snapshot_remembers(first, snapshots, expiration_ms):
+    """``first`` (data batches with the replica key, ``producer_id``, ``producer_epoch``,
+    ``base_offset``, ``base_sequence``, ``max_timestamp``) with ``remembered``: a producer
+    snapshot taken at or before the batch holds the producer, the entry had not expired
+    by the batch's time (``isProducerExpired``: idle ``producer.id.expiration.ms`` with
+    no open transaction), and the batch continues the entry's sequence in its epoch —
+    the broker then had state for the producer and accepted the batch in sequence.
+    Retention deleting the producer's segments does not drop its state (KIP-360): only
+    expiry does. ``expiration_ms``: an int, or a column of ``first`` (per broker)."""
+    from pyspark.sql import Column
+    from pyspark.sql import functions as F
+
+    exp = expiration_ms if isinstance(expiration_ms, Column) else F.lit(expiration_ms)
+    first = first.withColumn("_expiration_ms", exp)
+
+    s = snapshots.where("producer_id IS NOT NULL").select(
+        *REPLICA, "producer_id", F.col("snapshot_offset"), F.col("producer_epoch").alias("_s_epoch"),
+        F.col("last_sequence").alias("_s_last_seq"), F.col("last_timestamp").alias("_s_ts"),
+        F.col("current_txn_first_offset").alias("_s_txn"))
+    j = first.select(*REPLICA, "producer_id", "base_offset", "producer_epoch", "base_sequence", "max_timestamp",
+                     "_expiration_ms").join(
+        s, [*REPLICA, "producer_id"])
+    alive = (F.coalesce(F.col("_s_txn"), F.lit(-1)) >= 0) | ((F.col("max_timestamp") - F.col("_s_ts")) < F.col("_expiration_ms"))
+    nxt = F.when(F.col("_s_last_seq") == INT32_MAX, F.lit(0)).otherwise(F.col("_s_last_seq") + 1)
+    continues = (F.col("_s_epoch") == F.col("producer_epoch")) & (F.col("base_sequence") == nxt)
+    hit = j.where((F.col("snapshot_offset") <= F.col("base_offset")) & alive & continues) \
+        .select(*REPLICA, "producer_id", "base_offset").distinct().withColumn("remembered", F.lit(True))
+    return first.join(hit, [*REPLICA, "producer_id", "base_offset"], "left").withColumn(
+        "remembered", F.coalesce("remembered", F.lit(False))).drop("_expiration_ms")
