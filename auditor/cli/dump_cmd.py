@@ -5,6 +5,13 @@ versions of Kafka's field names. Works on any file ingestion understands
 (segments, KRaft snapshots, producer snapshots, indexes, checkpoints): each is
 run through the same table decoders as ``ingest``, so the dump and the tables
 always agree. No Spark is started.
+
+Segments and KRaft snapshots take a fast path (:mod:`auditor.cli.dump_fast`):
+the columnar header decoder (mmap + numpy) and JSON lines formatted
+vectorised, byte for byte what the per-object path below writes
+(``tests/test_dump_columnar.py``). This module imports neither pyarrow nor
+rich unless a problem is reported, a table is asked for or a file needs the
+generic decoders.
 """
 
 from __future__ import annotations
@@ -14,16 +21,8 @@ import sys
 from typing import Iterator
 
 import click
-from rich.table import Table
 
-from auditor.cli.console import err, safe, wide
-from auditor.errors import DecodeError
-from auditor.ingest.context import CONTEXT_COLUMNS
-from auditor.ingest.plan import make_plan
-from auditor.ingest.tables import TABLES, iter_rows
-from auditor.ingest import segments
-
-_CTX = {c.name for c in CONTEXT_COLUMNS}
+_INTERNAL = ("__transaction_state", "__consumer_offsets", "__cluster_metadata")
 _TABLE_COLUMNS = {  # column -> short header
     "position": "position", "base_offset": "base", "last_offset": "last", "record_count": "count",
     "producer_id": "producerId", "producer_epoch": "epoch", "base_sequence": "baseSeq",
@@ -34,6 +33,8 @@ _TABLE_COLUMNS = {  # column -> short header
 
 def _records(task: dict) -> Iterator[dict]:
     """Generic per-record objects (offset, timestamp, sizes, sequence, header keys)."""
+    from auditor.ingest import segments
+
     with open(task["path"], "rb") as f:
         for item in segments.iter_data_records(f, task["size"]):
             if not isinstance(item, tuple):
@@ -51,24 +52,55 @@ def _records(task: dict) -> Iterator[dict]:
             }
 
 
+def _table_objects(task: dict, name: str, spec) -> Iterator[dict]:
+    from auditor.ingest.context import CONTEXT_COLUMNS
+    from auditor.ingest.tables import iter_rows
+
+    ctx = {c.name for c in CONTEXT_COLUMNS}
+    for row in iter_rows(spec, task):
+        if row.get("_problem_kind"):
+            yield {"type": "problem", "file": task["path"], "table": name, "kind": row["_problem_kind"],
+                   "position": row["_problem_position"], "message": row["_problem_message"]}
+            continue
+        obj = {"type": "batch" if name == "batches" else name}
+        obj.update({k: v for k, v in row.items() if k not in ctx and not k.startswith("_problem")})
+        yield obj
+
+
 def _objects(task: dict, with_records: bool) -> Iterator[dict]:
+    """The per-object path: every object of a file as a dict (the reference the fast path is tested against)."""
+    from auditor.ingest.tables import TABLES
+
     for name, spec in TABLES.items():
         if not spec.accepts(task):
             continue
         if name != "batches" and task["kind"] == "segment" and not with_records:
             continue  # internal-topic record decoders only with --records
-        for row in iter_rows(spec, task):
-            if row.get("_problem_kind"):
-                yield {"type": "problem", "file": task["path"], "table": name, "kind": row["_problem_kind"],
-                       "position": row["_problem_position"], "message": row["_problem_message"]}
-                continue
-            obj = {"type": "batch" if name == "batches" else name}
-            obj.update({k: v for k, v in row.items() if k not in _CTX and not k.startswith("_problem")})
-            yield obj
-    if with_records and task["kind"] in ("segment", "kraft-snapshot") and task.get("topic") not in (
-        "__transaction_state", "__consumer_offsets", "__cluster_metadata"
-    ):
+        yield from _table_objects(task, name, spec)
+    if with_records and task["kind"] in ("segment", "kraft-snapshot") and task.get("topic") not in _INTERNAL:
         yield from _records(task)
+
+
+def _fast_items(task: dict, with_records: bool, out) -> Iterator[dict]:
+    """The fast path for segments and KRaft snapshots: lines go straight to
+    ``out``; problems (and objects of the internal-topic tables) are yielded."""
+    from auditor.cli import dump_fast
+
+    yield from dump_fast.write_batches(task, out)
+    if task["kind"] != "segment" or with_records:  # internal-topic record decoders only with --records
+        from auditor.ingest.tables import TABLES
+
+        for name, spec in TABLES.items():
+            if name != "batches" and spec.accepts(task):
+                yield from _table_objects(task, name, spec)
+    if with_records and task.get("topic") not in _INTERNAL:
+        dump_fast.write_records(task, out)
+
+
+def _problem(obj: dict) -> None:
+    from auditor.cli.console import err, safe
+
+    err.print(f"[red]{safe(obj['kind'])}[/red] {safe(obj['file'])} at byte {obj['position']}: {safe(obj['message'])}")
 
 
 @click.command("dump")
@@ -80,31 +112,46 @@ def dump_cmd(files, fmt, records) -> None:
 
     Problems go to stderr with path and byte position; exit status 1 if any.
     """
+    from auditor.ingest.plan import make_plan
+
     plan = make_plan(list(files), split_bytes=1 << 62)
     bad = False
     table = None
     if fmt == "table":
+        from rich.table import Table
+
+        from auditor.cli.console import safe
+
         table = Table(show_lines=False)
         for c in ["file", *_TABLE_COLUMNS.values()]:
             table.add_column(c, overflow="fold")
+    sys.stdout.flush()
+    out = sys.stdout.buffer
     by_path = {t["path"]: t for t in plan.tasks}
     for fi in plan.files:
         task = by_path.get(fi.path)
         if task is None:
             bad = True
+            from auditor.cli.console import err, safe
+
             err.print(f"[yellow]skipped[/yellow] {safe(fi.path)}: {safe(fi.note or 'not a Kafka file this tool decodes')}")
             continue
-        for obj in _objects(task, records):
+        fast = table is None and task["kind"] in ("segment", "kraft-snapshot")
+        for obj in (_fast_items(task, records, out) if fast else _objects(task, records)):
             if obj["type"] == "problem":
                 bad = True
-                err.print(f"[red]{safe(obj['kind'])}[/red] {safe(obj['file'])} at byte {obj['position']}: {safe(obj['message'])}")
+                out.flush()
+                _problem(obj)
                 continue
             if table is not None:
                 if obj["type"] == "batch":
                     table.add_row(safe(fi.path.rsplit("/", 1)[-1]), *["" if obj.get(c) is None else safe(obj.get(c)) for c in _TABLE_COLUMNS])
             else:
-                sys.stdout.write(json.dumps(obj, default=_json_default) + "\n")
+                out.write((json.dumps(obj, default=_json_default) + "\n").encode())
+    out.flush()
     if table is not None:
+        from auditor.cli.console import wide
+
         wide().print(table)
     sys.exit(1 if bad else 0)
 

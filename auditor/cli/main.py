@@ -9,32 +9,45 @@ from __future__ import annotations
 
 import sys
 
+import importlib
+
 import click
 
 from auditor import __version__
-from auditor.cli.ingest_cmd import ingest_cmd, tables_cmd
-from auditor.cli.dump_cmd import dump_cmd
-from auditor.cli.forensics_cmd import coordinator_cmd, timeline_cmd
-from auditor.cli.audit_cmd import audit_cmd, explain_cmd, rules_cmd, scan_cmd
-from auditor.cli.report_cmd import report_cmd
-from auditor.cli.batch_cmd import batch_cmd
+
+# command name -> (module, attribute): a command's module (and what it imports:
+# pyspark, pyarrow, rich) is loaded only when that command runs, so e.g.
+# ``txn-audit dump`` starts without Spark's Python side.
+_COMMANDS = {
+    "ingest": ("auditor.cli.ingest_cmd", "ingest_cmd"),
+    "tables": ("auditor.cli.ingest_cmd", "tables_cmd"),
+    "dump": ("auditor.cli.dump_cmd", "dump_cmd"),
+    "batch": ("auditor.cli.batch_cmd", "batch_cmd"),
+    "timeline": ("auditor.cli.forensics_cmd", "timeline_cmd"),
+    "coordinator": ("auditor.cli.forensics_cmd", "coordinator_cmd"),
+    "report": ("auditor.cli.report_cmd", "report_cmd"),
+    "scan": ("auditor.cli.audit_cmd", "scan_cmd"),
+    "audit": ("auditor.cli.audit_cmd", "audit_cmd"),
+    "rules": ("auditor.cli.audit_cmd", "rules_cmd"),
+    "explain": ("auditor.cli.audit_cmd", "explain_cmd"),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in _COMMANDS:
+            module, attr = _COMMANDS[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="txn-audit")
 def cli() -> None:
     """Offline auditor for Apache Kafka transactions."""
-
-
-cli.add_command(ingest_cmd)
-cli.add_command(tables_cmd)
-cli.add_command(dump_cmd)
-cli.add_command(batch_cmd)
-cli.add_command(timeline_cmd)
-cli.add_command(coordinator_cmd)
-cli.add_command(report_cmd)
-for _cmd in (scan_cmd, audit_cmd, rules_cmd, explain_cmd):
-    cli.add_command(_cmd)
 
 
 def main() -> None:

@@ -20,13 +20,19 @@ from typing import BinaryIO, Iterator
 
 import crc32c
 
+from auditor.errors import DecodeError, TruncatedError
 from auditor.formats.codecs import codec_name
 
 LOG_OVERHEAD = 12
 V2_HEADER = 61
 MIN_ENTRY_SIZE = 14  # Kafka's minimum "size" field (a v0 message header)
-ABSURD_BATCH_BYTES = 128 * 1024 * 1024  # larger length fields are called corrupt, not truncated
+# larger length fields are corrupt (bad-length), never read, even in a file that long (a sparse or
+# zero-filled one): far beyond any broker's practical message.max.bytes
+ABSURD_BATCH_BYTES = 128 * 1024 * 1024
 _CHUNK = 1 << 20
+# the most bytes of one batch's payload read into memory to decode its records: as much as
+# a compressed payload may inflate to (codecs.DEFAULT_INFLATE_LIMIT); brokers default to 1 MiB
+MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 
 NO_PRODUCER_ID = -1
 INT32_MAX = 2**31 - 1
@@ -170,11 +176,12 @@ def iter_segment(
                 yield LogProblem("bad-length", pos + 8, f"entry size field {size} is below the minimum {MIN_ENTRY_SIZE}")
             return
         entry = LOG_OVERHEAD + size
+        if size > ABSURD_BATCH_BYTES:  # judged before a byte of it is read, even when the file is that long
+            yield LogProblem("bad-length", pos + 8, f"entry size field {size} is absurd (over {ABSURD_BATCH_BYTES} bytes; "
+                                                    f"{left} bytes left in file)")
+            return
         if entry > left:
-            if size > ABSURD_BATCH_BYTES:
-                yield LogProblem("bad-length", pos + 8, f"entry size field {size} is absurd ({left} bytes left in file)")
-            else:
-                yield LogProblem("truncated", pos, f"entry of {entry} bytes is cut off: only {left} bytes left")
+            yield LogProblem("truncated", pos, f"entry of {entry} bytes is cut off: only {left} bytes left")
             return
         if magic in (0, 1):
             yield _legacy(f, pos, head, entry, verify_crc)
@@ -271,9 +278,25 @@ def _legacy(f: BinaryIO, pos: int, head: bytes, entry: int, verify_crc: bool) ->
     )
 
 
-def read_payload(f: BinaryIO, header: BatchHeader) -> bytes:
-    """The (possibly compressed) bytes after the header of one v2 batch."""
-    f.seek(header.payload_position)
+def read_payload(f: BinaryIO, header: BatchHeader, *, limit: int = MAX_PAYLOAD_BYTES) -> bytes:
+    """The (possibly compressed) bytes after the header of one v2 batch.
+
+    The length comes from the batch's own length field, which a corrupt or
+    hostile segment sets to anything up to 2 GiB: a payload larger than
+    ``limit`` is refused (``bad-length`` at the length field) before anything
+    is read, and one the file does not hold is ``truncated``, so decoding
+    records never allocates more than ``limit`` bytes for a payload.
+    """
     n = header.size - (header.payload_position - header.position)
+    if n < 0:  # f.read(-1) would read the whole file
+        raise DecodeError(f"batch size {header.size} leaves no room for its header", header.position + 8, "bad-length")
+    if n > limit:
+        raise DecodeError(
+            f"batch length {header.size - LOG_OVERHEAD} gives a {n}-byte payload, over the {limit}-byte limit "
+            "for decoding records", header.position + 8, "bad-length")
+    f.seek(header.payload_position)
     data = f.read(n)
+    if len(data) < n:
+        raise TruncatedError(f"batch payload of {n} bytes is cut off after {len(data)} bytes",
+                             header.payload_position + len(data))
     return data

@@ -54,11 +54,10 @@ import os
 import struct
 import threading
 import zlib
-from typing import BinaryIO, Iterator, Union
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, Union
 
 import crc32c
 import numpy as np
-import pyarrow as pa
 
 from auditor.formats.batch import (
     ABSURD_BATCH_BYTES,
@@ -70,36 +69,62 @@ from auditor.formats.batch import (
 )
 from auditor.formats.codecs import codec_name
 
+if TYPE_CHECKING:  # pyarrow is imported on first use: ``txn-audit dump`` reads numpy columns only
+    import pyarrow as pa
+
 # Same names and order as BatchHeader.as_row(); types as in the batches table
 # (auditor.ingest.segments.BATCH_COLUMNS) except ``attributes``: the header
 # field is an unsigned 16-bit value there (0..65535) that int16 cannot hold
-# when a corrupt header sets bit 15, so it is int32 here.
-COLUMNS: list[pa.Field] = [
-    pa.field("position", pa.int64()),
-    pa.field("size", pa.int32()),
-    pa.field("base_offset", pa.int64()),
-    pa.field("last_offset", pa.int64()),
-    pa.field("last_offset_delta", pa.int32()),
-    pa.field("partition_leader_epoch", pa.int32()),
-    pa.field("magic", pa.int8()),
-    pa.field("crc", pa.int64()),
-    pa.field("crc_valid", pa.bool_()),
-    pa.field("attributes", pa.int32()),
-    pa.field("compression", pa.string()),
-    pa.field("timestamp_type", pa.string()),
-    pa.field("is_transactional", pa.bool_()),
-    pa.field("is_control", pa.bool_()),
-    pa.field("has_delete_horizon", pa.bool_()),
-    pa.field("base_timestamp", pa.int64()),
-    pa.field("max_timestamp", pa.int64()),
-    pa.field("delete_horizon_ms", pa.int64()),
-    pa.field("producer_id", pa.int64()),
-    pa.field("producer_epoch", pa.int16()),
-    pa.field("base_sequence", pa.int32()),
-    pa.field("last_sequence", pa.int32()),
-    pa.field("record_count", pa.int32()),
+# when a corrupt header sets bit 15, so it is int32 here. ``COLUMNS`` and
+# ``SCHEMA`` (pyarrow) are built on first access (module ``__getattr__``).
+COLUMN_TYPES: list[tuple[str, str]] = [
+    ("position", "int64"),
+    ("size", "int32"),
+    ("base_offset", "int64"),
+    ("last_offset", "int64"),
+    ("last_offset_delta", "int32"),
+    ("partition_leader_epoch", "int32"),
+    ("magic", "int8"),
+    ("crc", "int64"),
+    ("crc_valid", "bool_"),
+    ("attributes", "int32"),
+    ("compression", "string"),
+    ("timestamp_type", "string"),
+    ("is_transactional", "bool_"),
+    ("is_control", "bool_"),
+    ("has_delete_horizon", "bool_"),
+    ("base_timestamp", "int64"),
+    ("max_timestamp", "int64"),
+    ("delete_horizon_ms", "int64"),
+    ("producer_id", "int64"),
+    ("producer_epoch", "int16"),
+    ("base_sequence", "int32"),
+    ("last_sequence", "int32"),
+    ("record_count", "int32"),
 ]
-SCHEMA = pa.schema(COLUMNS)
+COLUMN_NAMES: list[str] = [name for name, _ in COLUMN_TYPES]
+# compression names by codec id (attributes & 7), as codec_name() spells them
+CODEC_NAMES: list[str] = [codec_name(i) for i in range(8)]
+# timestamp_type by index: 0 CreateTime, 1 LogAppendTime, 2 NoTimestampType (magic 0)
+TS_TYPE_NAMES: list[str] = ["CreateTime", "LogAppendTime", "NoTimestampType"]
+_ARROW: dict[str, object] = {}
+
+
+def _arrow() -> dict[str, object]:
+    if not _ARROW:
+        import pyarrow as pa
+
+        cols = [pa.field(name, getattr(pa, t)()) for name, t in COLUMN_TYPES]
+        _ARROW.update(COLUMNS=cols, SCHEMA=pa.schema(cols), _CODEC_NAMES=pa.array(CODEC_NAMES, pa.string()),
+                      _TS_TYPES=pa.array(TS_TYPE_NAMES, pa.string()))
+    return _ARROW
+
+
+def __getattr__(name: str) -> object:
+    if name in ("COLUMNS", "SCHEMA", "_CODEC_NAMES", "_TS_TYPES"):
+        return _arrow()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # The 61-byte v2 header as a numpy record (big-endian, unaligned).
 _V2_DTYPE = np.dtype(
@@ -114,11 +139,6 @@ _V2_DTYPE = np.dtype(
         "itemsize": V2_HEADER,
     }
 )
-
-# compression names by codec id (attributes & 7), as codec_name() spells them
-_CODEC_NAMES = pa.array([codec_name(i) for i in range(8)], pa.string())
-# timestamp_type by index: 0 CreateTime, 1 LogAppendTime, 2 NoTimestampType (magic 0)
-_TS_TYPES = pa.array(["CreateTime", "LogAppendTime", "NoTimestampType"], pa.string())
 
 _SIZE = struct.Struct(">i")
 _OFFSET_SIZE = struct.Struct(">qi")
@@ -158,20 +178,44 @@ def iter_header_batches(
     ``getbuffer()`` (``io.BytesIO``) or read whole. ``file_size`` defaults to the
     real size. No empty record batch is yielded.
     """
+    return _iter(path_or_file, start, end, file_size, verify_crc, chunk_batches, lambda d, cols: d._arrow(cols))
+
+
+def iter_header_columns(
+    path_or_file: PathOrFile,
+    *,
+    start: int = 0,
+    end: int | None = None,
+    file_size: int | None = None,
+    verify_crc: bool = True,
+    chunk_batches: int = 65536,
+) -> Iterator["dict[str, np.ndarray] | LogProblem"]:
+    """:func:`iter_header_batches` without pyarrow: each chunk is a dict of
+    numpy arrays, one per name of :data:`COLUMN_NAMES` except the three
+    derived ones -- ``compression`` and ``timestamp_type`` come as the int8
+    indices ``codec`` (into :data:`CODEC_NAMES`) and ``ts_type`` (into
+    :data:`TS_TYPE_NAMES`), ``delete_horizon_ms`` is ``base_timestamp`` where
+    ``has_delete_horizon`` (null elsewhere). Same rows, same final problem."""
+    return _iter(path_or_file, start, end, file_size, verify_crc, chunk_batches, lambda d, cols: cols)
+
+
+def _iter(path_or_file: PathOrFile, start: int, end: int | None, file_size: int | None, verify_crc: bool,
+          chunk_batches: int, emit: Callable) -> Iterator:
     if start < 0:
         raise ValueError(f"start must be >= 0, got {start}")
     if chunk_batches < 1:
         raise ValueError(f"chunk_batches must be >= 1, got {chunk_batches}")
     if isinstance(path_or_file, (str, bytes, os.PathLike)):
         with open(path_or_file, "rb") as f:
-            yield from _iter_file(f, start, end, file_size, verify_crc, chunk_batches)
+            yield from _iter_file(f, start, end, file_size, verify_crc, chunk_batches, emit)
     else:
-        yield from _iter_file(path_or_file, start, end, file_size, verify_crc, chunk_batches)
+        yield from _iter_file(path_or_file, start, end, file_size, verify_crc, chunk_batches, emit)
 
 
 def _iter_file(
-    f: BinaryIO, start: int, end: int | None, file_size: int | None, verify_crc: bool, chunk_batches: int
-) -> Iterator[pa.RecordBatch | LogProblem]:
+    f: BinaryIO, start: int, end: int | None, file_size: int | None, verify_crc: bool, chunk_batches: int,
+    emit: Callable,
+) -> Iterator:
     mm: mmap.mmap | None = None
     buf: object
     try:
@@ -199,7 +243,8 @@ def _iter_file(
         buf = buf[:size]
     dec = _Decoder(buf, size, mm, verify_crc)
     try:
-        yield from dec.run(start, size if end is None else min(end, size), chunk_batches)
+        for item in dec.run(start, size if end is None else min(end, size), chunk_batches):
+            yield item if isinstance(item, LogProblem) else emit(dec, item)
     finally:
         dec.release()
         if isinstance(buf, memoryview):
@@ -236,8 +281,8 @@ class _Decoder:
         self.buf = None
 
     # --- framing -----------------------------------------------------------
-    def run(self, pos: int, stop: int, chunk_batches: int) -> Iterator[pa.RecordBatch | LogProblem]:
-        """Walk the entries starting in [pos, stop); one record batch per chunk."""
+    def run(self, pos: int, stop: int, chunk_batches: int) -> Iterator["dict[str, np.ndarray] | LogProblem"]:
+        """Walk the entries starting in [pos, stop); one dict of columns per chunk."""
         problem: LogProblem | None = None
         # a v2 header at p can be read whole while p + 61 <= size
         header_end = self.size - V2_HEADER + 1
@@ -344,7 +389,7 @@ class _Decoder:
         h = rows.view(_V2_DTYPE).reshape(-1)
         size_field = h["length"].astype(np.int64)
         magic = h["magic"]
-        inside = p + size_field + LOG_OVERHEAD <= self.size
+        inside = (p + size_field + LOG_OVERHEAD <= self.size) & (size_field <= ABSURD_BATCH_BYTES)
         legacy = None
         if length is None:
             legacy = ((magic == 0) | (magic == 1)) & (size_field >= MIN_ENTRY_SIZE)
@@ -388,9 +433,10 @@ class _Decoder:
                 return "problem", LogProblem("zero-tail", pos, f"zero-filled (preallocated) tail of {left} bytes")
             return "problem", LogProblem("bad-length", pos + 8, f"entry size field {size} is below the minimum {MIN_ENTRY_SIZE}")
         entry = LOG_OVERHEAD + size
+        if size > ABSURD_BATCH_BYTES:  # judged before a byte of it is read, even when the file is that long
+            return "problem", LogProblem("bad-length", pos + 8, f"entry size field {size} is absurd (over {ABSURD_BATCH_BYTES} "
+                                                                f"bytes; {left} bytes left in file)")
         if entry > left:
-            if size > ABSURD_BATCH_BYTES:
-                return "problem", LogProblem("bad-length", pos + 8, f"entry size field {size} is absurd ({left} bytes left in file)")
             return "problem", LogProblem("truncated", pos, f"entry of {entry} bytes is cut off: only {left} bytes left")
         if magic in (0, 1):
             return "legacy", self._legacy(pos, entry)
@@ -432,7 +478,7 @@ class _Decoder:
             self.dropped = upto
 
     # --- columns -------------------------------------------------------------
-    def _columns(self, chunk: "_Chunk") -> pa.RecordBatch:
+    def _columns(self, chunk: "_Chunk") -> dict[str, np.ndarray]:
         n = chunk.rows
         if chunk.v2_positions:
             v2_pos = np.concatenate(chunk.v2_positions)
@@ -484,19 +530,26 @@ class _Decoder:
         }
         if chunk.legacy:
             cols = _merge_legacy(cols, n, chunk.legacy)
-            has_dh = cols["has_delete_horizon"]
+        return cols
+
+    @staticmethod
+    def _arrow(cols: dict[str, np.ndarray]) -> "pa.RecordBatch":
+        import pyarrow as pa
+
+        arrow = _arrow()
+        has_dh = cols["has_delete_horizon"]
         arrays = []
-        for field in COLUMNS:
+        for field in arrow["COLUMNS"]:  # type: ignore[attr-defined]
             name = field.name
             if name == "compression":
-                arrays.append(_CODEC_NAMES.take(pa.array(cols["codec"])))
+                arrays.append(arrow["_CODEC_NAMES"].take(pa.array(cols["codec"])))  # type: ignore[attr-defined]
             elif name == "timestamp_type":
-                arrays.append(_TS_TYPES.take(pa.array(cols["ts_type"])))
+                arrays.append(arrow["_TS_TYPES"].take(pa.array(cols["ts_type"])))  # type: ignore[attr-defined]
             elif name == "delete_horizon_ms":
                 arrays.append(pa.array(cols["base_timestamp"], mask=~has_dh))
             else:
                 arrays.append(pa.array(cols[name]))
-        return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
+        return pa.RecordBatch.from_arrays(arrays, schema=arrow["SCHEMA"])
 
     def _crc32c(self, p: np.ndarray, entry: np.ndarray) -> np.ndarray:
         """CRC-32C of bytes [21, entry) of each batch, as int64.

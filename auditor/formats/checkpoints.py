@@ -24,8 +24,6 @@ import json
 import re
 from typing import Iterator
 
-import pyarrow as pa
-
 from auditor.errors import DecodeError
 
 CHECKPOINT_VERSION = 0
@@ -40,45 +38,61 @@ CHECKPOINT_FILES: dict[str, str] = {
     "cleaner-offset-checkpoint": "cleaner-offset",
 }
 
-CHECKPOINT_COLUMNS: list[pa.Field] = [
-    pa.field("checkpoint_kind", pa.string()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("offset", pa.int64()),
-    pa.field("line", pa.int32()),
-]
+# The decoders' column lists (pyarrow) are built on first access: ``txn-audit
+# dump`` reads meta.properties through this module without needing pyarrow.
+_COLUMN_LISTS: dict[str, list] = {}
 
-LEADER_EPOCH_COLUMNS: list[pa.Field] = [
-    pa.field("leader_epoch", pa.int32()),
-    pa.field("start_offset", pa.int64()),
-]
 
-META_PROPERTIES_COLUMNS: list[pa.Field] = [
-    pa.field("version", pa.int32()),
-    pa.field("broker_id", pa.int32()),
-    pa.field("node_id", pa.int32()),
-    pa.field("cluster_id", pa.string()),
-    pa.field("directory_id", pa.string()),
-    pa.field("properties", pa.string()),
-]
+def __getattr__(name: str) -> object:
+    if not name.endswith("_COLUMNS"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _COLUMN_LISTS:
+        import pyarrow as pa
 
-PARTITION_METADATA_COLUMNS: list[pa.Field] = [
-    pa.field("version", pa.int32()),
-    pa.field("topic_id", pa.string()),
-]
+        CHECKPOINT_COLUMNS = [
+            pa.field("checkpoint_kind", pa.string()),
+            pa.field("topic", pa.string()),
+            pa.field("partition", pa.int32()),
+            pa.field("offset", pa.int64()),
+            pa.field("line", pa.int32()),
+        ]
 
-QUORUM_STATE_COLUMNS: list[pa.Field] = [
-    pa.field("leader_id", pa.int32()),
-    pa.field("leader_epoch", pa.int32()),
-    pa.field("voted_id", pa.int32()),
-    pa.field("json", pa.string()),
-]
+        LEADER_EPOCH_COLUMNS = [
+            pa.field("leader_epoch", pa.int32()),
+            pa.field("start_offset", pa.int64()),
+        ]
 
-CLEAN_SHUTDOWN_COLUMNS: list[pa.Field] = [
-    pa.field("version", pa.int32()),
-    pa.field("broker_epoch", pa.int64()),
-    pa.field("json", pa.string()),
-]
+        META_PROPERTIES_COLUMNS = [
+            pa.field("version", pa.int32()),
+            pa.field("broker_id", pa.int32()),
+            pa.field("node_id", pa.int32()),
+            pa.field("cluster_id", pa.string()),
+            pa.field("directory_id", pa.string()),
+            pa.field("properties", pa.string()),
+        ]
+
+        PARTITION_METADATA_COLUMNS = [
+            pa.field("version", pa.int32()),
+            pa.field("topic_id", pa.string()),
+        ]
+
+        QUORUM_STATE_COLUMNS = [
+            pa.field("leader_id", pa.int32()),
+            pa.field("leader_epoch", pa.int32()),
+            pa.field("voted_id", pa.int32()),
+            pa.field("json", pa.string()),
+        ]
+
+        CLEAN_SHUTDOWN_COLUMNS = [
+            pa.field("version", pa.int32()),
+            pa.field("broker_epoch", pa.int64()),
+            pa.field("json", pa.string()),
+        ]
+        _COLUMN_LISTS.update({k: v for k, v in locals().items() if k.endswith("_COLUMNS")})
+    if name in _COLUMN_LISTS:
+        return _COLUMN_LISTS[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _INT = re.compile(r"[+-]?[0-9]+\Z")
 _JAVA_WS = re.compile(r"[ \t\n\x0b\f\r]+")

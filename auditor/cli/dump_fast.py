@@ -1,0 +1,450 @@
+"""The fast path of ``txn-audit dump`` for segments and KRaft snapshots.
+
+Batch lines come from the columnar header decoder
+(:func:`auditor.formats.batch_columnar.iter_header_columns`: mmap, numpy, the
+CRC-32C vectorised) and are formatted vectorised
+(:mod:`auditor.formats.jsonl_columns`), a chunk of at most 65,536 batches at a
+time, so memory stays bounded whatever the file size. Only control batches
+(their marker is decoded) and problems cost Python work per batch.
+
+Record lines (``--records``) stream per chunk of batches: each batch's records
+are decoded by :func:`auditor.formats.records.iter_records` (the decoder every
+other path uses), their fields collected into columns and written vectorised.
+
+Both write exactly the bytes the per-object path
+(:func:`auditor.cli.dump_cmd._objects` + ``json.dumps``) writes: tested on
+every file of ``sample_logs/`` (tests/test_dump_columnar.py).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import BinaryIO, Iterator
+
+import numpy as np
+
+from auditor.errors import DecodeError
+from auditor.formats import jsonl_columns as jc
+from auditor.formats.batch import V2_HEADER, LogProblem
+from auditor.formats.batch_columnar import CODEC_NAMES, COLUMN_NAMES, TS_TYPE_NAMES, _Decoder, iter_header_columns
+
+_CODEC_TOKENS = [jc.token(n) for n in CODEC_NAMES]
+_TS_TOKENS = [jc.token(n) for n in TS_TYPE_NAMES]
+_INT_COLUMNS = {
+    "position", "size", "base_offset", "last_offset", "last_offset_delta", "partition_leader_epoch", "magic",
+    "crc", "attributes", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence",
+    "last_sequence", "record_count",
+}
+_BOOL_COLUMNS = {"crc_valid", "is_transactional", "is_control", "has_delete_horizon"}
+_BATCH_KEYS = ["type", *COLUMN_NAMES, "control_type", "coordinator_epoch", "segment_base_offset", "source"]
+_KEYS = {k: jc.key_literal(i == 0, k) for i, k in enumerate(_BATCH_KEYS)}
+_RECORD_KEYS = ["type", "offset", "timestamp", "sequence", "key_size", "value_size", "header_keys", "batch_base_offset"]
+_RKEYS = {k: jc.key_literal(i == 0, k) for i, k in enumerate(_RECORD_KEYS)}
+_END = b"}\n"
+
+
+def _problem(task: dict, kind: str, position: int, message: str) -> dict:
+    return {"type": "problem", "file": task["path"], "table": "batches", "kind": kind, "position": position,
+            "message": message}
+
+
+class _Header:
+    """What :func:`auditor.formats.records.iter_records` and ``read_payload``
+    read of a v2 batch header, for one row of the columns."""
+
+    __slots__ = ("position", "size", "base_offset", "magic", "attributes", "record_count", "timestamp_type",
+                 "base_timestamp", "max_timestamp", "base_sequence")
+
+    def __init__(self, cols: dict, i: int) -> None:
+        self.position = int(cols["position"][i])
+        self.size = int(cols["size"][i])
+        self.base_offset = int(cols["base_offset"][i])
+        self.magic = int(cols["magic"][i])
+        self.attributes = int(cols["attributes"][i])
+        self.record_count = int(cols["record_count"][i])
+        self.timestamp_type = TS_TYPE_NAMES[int(cols["ts_type"][i])]
+        self.base_timestamp = int(cols["base_timestamp"][i])
+        self.max_timestamp = int(cols["max_timestamp"][i])
+        self.base_sequence = int(cols["base_sequence"][i])
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & 0x07
+
+    @property
+    def payload_position(self) -> int:
+        return self.position + V2_HEADER
+
+
+def _payload(f: BinaryIO, h: _Header) -> bytes:
+    from auditor.formats.batch import read_payload
+
+    return read_payload(f, h)  # type: ignore[arg-type]
+
+
+# plain reads (the active segment): bytes read per window, and the biggest window an entry may ask for
+_WINDOW = 16 << 20
+_MAX_WINDOW = 256 << 20
+
+
+def _range(task: dict) -> tuple[int, int | None]:
+    start = task.get("range_start") or 0
+    end = task.get("range_end")
+    return start, (end if end is not None and end >= 0 else None)
+
+
+def _columns(task: dict, f: BinaryIO, verify_crc: bool = True) -> Iterator:
+    """Chunks of header columns, then the final LogProblem if any. A segment
+    that is not the newest of its partition is memory-mapped; the newest one
+    (which a running broker may still truncate: touching a truncated mapping
+    is SIGBUS) is read with plain reads, window by window. Where a window
+    cannot decide (an entry bigger than ``_MAX_WINDOW``, a problem at a
+    window's start before the end of the file) it yields ``("tail", pos)``:
+    the rest is for the per-object decoder, which decides exactly."""
+    start, end = _range(task)
+    if not task.get("active", True):
+        yield from iter_header_columns(f, start=start, end=end, file_size=task["size"], verify_crc=verify_crc)
+        return
+    size = task["size"]
+    stop = size if end is None else min(end, size)
+    pos, want = start, _WINDOW
+    space = bytearray(min(want, max(size - pos, 0)))  # reused: fresh pages per window cost page faults
+    while pos < stop:
+        if len(space) < min(size - pos, want):
+            space = bytearray(min(size - pos, want))
+        f.seek(pos)
+        with memoryview(space) as mv:
+            got = f.readinto(mv[:min(size - pos, want)])
+        at_eof = pos + got >= size
+        if not got:  # the file shrank under us: what iter_segment then says
+            yield ("tail", pos)
+            return
+        buf = memoryview(space)[:got]
+        dec = _Decoder(buf, got, None, verify_crc)
+        last, problem = pos, None
+        try:
+            for item in dec.run(0, min(stop - pos, len(buf)), 65536):
+                if isinstance(item, LogProblem):
+                    problem = item
+                    break
+                item["position"] = item["position"] + pos
+                last = int(item["position"][-1]) + int(item["size"][-1])
+                yield item
+        finally:
+            dec.release()
+            buf.release()
+        if problem is None:
+            if last <= pos:
+                return
+            pos, want = last, _WINDOW
+            continue
+        if at_eof:
+            yield LogProblem(problem.kind, problem.position + pos, problem.message)
+            return
+        at = last  # where the entry the window could not decide starts
+        if at > pos:
+            pos, want = at, _WINDOW
+            continue
+        entry = (int.from_bytes(space[8:12], "big", signed=True) + 12) if got >= 12 else -1
+        if want < entry <= _MAX_WINDOW and pos + entry <= size:
+            want = entry
+            continue
+        yield ("tail", pos)
+        return
+
+
+def _tail_batches(task: dict, f: BinaryIO, pos: int, out: BinaryIO) -> Iterator[dict]:
+    """The per-object path from ``pos`` on (lines written, problems yielded)."""
+    import json
+
+    from auditor.ingest import segments
+    from auditor.ingest.problems import Problem
+
+    _, end = _range(task)
+    source = "kraft-snapshot" if task["kind"] == "kraft-snapshot" else "segment"
+    for item in segments.iter_batches(f, task["size"], pos, end):
+        if isinstance(item, Problem):
+            yield _problem(task, item.kind, item.position, item.message)
+            continue
+        h, extra = item
+        obj = {"type": "batch", **segments.batch_row(h, extra, task.get("base_offset"), source)}
+        out.write((json.dumps(obj) + "\n").encode())
+
+
+def write_batches(task: dict, out: BinaryIO) -> Iterator[dict]:
+    """Write the batch lines of a segment / KRaft snapshot to ``out``; yield
+    the problems (as ``dump`` objects) where the per-object path reports them."""
+    try:
+        f = open(task["path"], "rb", buffering=0)
+    except OSError as exc:
+        yield _problem(task, "unreadable", 0, f"cannot open: {exc.strerror or exc}")
+        return
+    source = jc.token("kraft-snapshot" if task["kind"] == "kraft-snapshot" else "segment")
+    tail = _KEYS["segment_base_offset"] + jc.token(task.get("base_offset")) + _KEYS["source"] + source + _END
+    with f:
+        try:
+            for item in _columns(task, f):
+                if isinstance(item, tuple):
+                    yield from _tail_batches(task, f, item[1], out)
+                    return
+                if isinstance(item, LogProblem):
+                    yield _problem(task, item.kind, item.position, item.message)
+                    return
+                problems: list[dict] = []
+                parts = _batch_parts(item, f, task, problems)
+                yield from problems
+                jc.write(out, len(item["position"]), [*parts, tail])
+        except OSError as exc:
+            yield _problem(task, "io-error", -1, f"read failed: {exc.strerror or exc}")
+        except DecodeError as exc:
+            yield _problem(task, exc.kind, exc.position, exc.message)
+        except Exception as exc:  # a decoder bug must not kill the whole dump
+            yield _problem(task, "internal-error", -1, f"{type(exc).__name__}: {exc}")
+
+
+def _batch_parts(cols: dict, f: BinaryIO, task: dict, problems: list[dict]) -> list[jc.Part]:
+    n = len(cols["position"])
+    bad = np.flatnonzero(~cols["crc_valid"])
+    ctl = np.flatnonzero(cols["is_control"] & (cols["magic"] == 2) & (cols["record_count"] > 0))
+    ctype: list = [None] * n if len(ctl) else []
+    cepoch = np.zeros(n, np.int64) if len(ctl) else None
+    cnull = np.ones(n, bool) if len(ctl) else None
+    if len(bad) or len(ctl):
+        from auditor.formats.records import decode_control, iter_records
+
+        for i in sorted(set(bad.tolist()) | set(ctl.tolist())):
+            if not cols["crc_valid"][i]:
+                problems.append(_problem(task, "bad-crc", int(cols["position"][i]) + 17,
+                                         f"batch at offset {int(cols['base_offset'][i])}: stored CRC "
+                                         f"{int(cols['crc'][i])} does not match its bytes"))
+            if cepoch is None or not (cols["is_control"][i] and cols["magic"][i] == 2 and cols["record_count"][i] > 0):
+                continue
+            h = _Header(cols, i)
+            try:
+                first = next(iter_records(h, _payload(f, h)))  # type: ignore[arg-type]
+                c = decode_control(first.key, first.value)
+                ctype[i] = c.control_type
+                if c.coordinator_epoch is not None:
+                    cepoch[i], cnull[i] = c.coordinator_epoch, False  # type: ignore[index]
+            except DecodeError as exc:
+                problems.append(_problem(task, exc.kind, exc.position if exc.position >= 0 else h.position,
+                                         f"control batch at offset {h.base_offset}: {exc.message}"))
+            except StopIteration:
+                pass
+    parts: list[jc.Part] = [_KEYS["type"], b'"batch"']
+    done: dict[str, jc.Part] = {}
+    for name in COLUMN_NAMES:
+        parts.append(_KEYS[name])
+        if name in _INT_COLUMNS:
+            v = cols[name]
+            # max_timestamp == base_timestamp, last_offset == base_offset in 1-record batches: format once
+            twin = {"max_timestamp": "base_timestamp", "last_offset": "base_offset"}.get(name)
+            if twin is not None and np.array_equal(v, cols[twin]):
+                part = done[twin]
+            else:
+                part = jc.int_part(v)
+            done[name] = part
+        elif name in _BOOL_COLUMNS:
+            part = jc.bool_part(cols[name])
+        elif name == "compression":
+            part = jc.choice_part(cols["codec"], _CODEC_TOKENS)
+        elif name == "timestamp_type":
+            part = jc.choice_part(cols["ts_type"], _TS_TOKENS)
+        elif name == "delete_horizon_ms":
+            part = jc.int_part(cols["base_timestamp"], null=~cols["has_delete_horizon"])
+        else:  # pragma: no cover - a column added to the decoder without a format here
+            raise KeyError(name)
+        parts.append(part)
+    parts += [_KEYS["control_type"], jc.object_part(ctype) if ctype else b"null",
+              _KEYS["coordinator_epoch"], jc.int_part(cepoch, null=cnull) if cepoch is not None else b"null"]
+    return parts
+
+
+def write_records(task: dict, out: BinaryIO, flush_every: int = 16384) -> None:
+    """Write the record lines of a segment / KRaft snapshot's data batches to
+    ``out`` (what ``segments.iter_data_records`` yields: records of the v2
+    non-control batches, a batch whose records fail to decode contributes the
+    records before the failure). Problems are the batch pass's to report."""
+    from auditor.formats.records import iter_records
+
+    try:
+        f = open(task["path"], "rb", buffering=0)
+    except OSError:
+        return
+    acc = _RecordColumns()
+    with f:
+        try:
+            for item in _columns(task, f, verify_crc=False):
+                if isinstance(item, tuple):
+                    from auditor.ingest import segments
+
+                    for rec_item in segments.iter_data_records(f, task["size"], item[1]):
+                        if isinstance(rec_item, tuple):
+                            acc.add(rec_item[1], rec_item[0].base_offset)
+                            if acc.n >= flush_every:
+                                acc.write(out)
+                    break
+                if isinstance(item, LogProblem):
+                    break
+                rows = np.flatnonzero((item["magic"] == 2) & ~item["is_control"])
+                if not len(rows):
+                    continue
+                fields = {k: item[k][rows].tolist() for k in (
+                    "position", "size", "base_offset", "attributes", "record_count", "ts_type", "base_timestamp",
+                    "max_timestamp", "base_sequence")}
+                fd = f.fileno()
+                for j, i in enumerate(rows.tolist()):
+                    base_offset = fields["base_offset"][j]
+                    n = fields["record_count"][j]
+                    if fields["attributes"][j] & 0x07 == 0 and 0 <= n and fields["size"][j] <= _LEAN_MAX:
+                        pos = fields["position"][j] + V2_HEADER
+                        data = os.pread(fd, fields["size"][j] - V2_HEADER, pos)
+                        log_append = fields["ts_type"][j] == 1
+                        if len(data) == fields["size"][j] - V2_HEADER and _lean_records(data, n, base_offset, fields["max_timestamp"][j] if log_append else None,
+                                         fields["base_timestamp"][j], fields["base_sequence"][j], acc):
+                            if acc.n >= flush_every:
+                                acc.write(out)
+                            continue
+                    h = _Header(item, i)
+                    try:
+                        for rec in iter_records(h, _payload(f, h)):  # type: ignore[arg-type]
+                            acc.add(rec, h.base_offset)
+                    except DecodeError:
+                        pass
+                    if acc.n >= flush_every:
+                        acc.write(out)
+        except (OSError, DecodeError):
+            pass
+    acc.write(out)
+
+
+_LEAN_MAX = 1 << 20  # uncompressed batches up to this size take _lean_records
+
+
+def _lean_records(data: bytes, count: int, base_offset: int, log_append_ts: int | None, base_ts: int,
+                  base_seq: int, acc: "_RecordColumns") -> bool:
+    """The records of an uncompressed batch without headers, parsed inline
+    (what ``iter_records`` computes); False, with nothing added, for anything
+    else (record headers, a malformed record), which ``iter_records`` then
+    decodes exactly."""
+    end = len(data)
+    pos = 0
+    got: list[tuple[int, int, int, int, int]] = []
+    try:
+        for _ in range(count):
+            vals = []
+            for maxb in (5, 0, 10, 5, 5, 0, 5, 0, 5):  # length, attrs, ts delta, offset delta, key, -, value, -, headers
+                if maxb == 0:  # attributes byte / key / value bytes
+                    if len(vals) == 1:
+                        pos += 1
+                    else:
+                        size = vals[-1]
+                        if size > 0:
+                            pos += size
+                    if pos > end:
+                        return False
+                    vals.append(0)
+                    continue
+                b = data[pos]
+                pos += 1
+                if b < 0x80:
+                    u = b
+                else:
+                    u, shift, k = b & 0x7F, 7, 1
+                    while True:
+                        if k >= maxb:
+                            return False
+                        b = data[pos]
+                        pos += 1
+                        k += 1
+                        u |= (b & 0x7F) << shift
+                        if not b & 0x80:
+                            break
+                        shift += 7
+                u &= 0xFFFFFFFF if maxb == 5 else 0xFFFFFFFFFFFFFFFF
+                vals.append((u >> 1) ^ -(u & 1))
+                if len(vals) == 1:
+                    start = pos
+                    if vals[0] < 0 or vals[0] > end - pos:
+                        return False
+            length, _, ts_delta, off_delta, klen, _, vlen, _, nh = vals
+            if nh != 0 or pos - start != length:
+                return False
+            got.append((off_delta, ts_delta, klen, vlen, 0))
+        if pos != end:
+            return False
+    except IndexError:
+        return False
+    for off_delta, ts_delta, klen, vlen, _ in got:
+        if base_seq < 0:
+            seq = -1
+        elif base_seq > 0x7FFFFFFF - off_delta:
+            seq = off_delta - (0x7FFFFFFF - base_seq) - 1
+        else:
+            seq = base_seq + off_delta
+        acc.append(base_offset + off_delta, log_append_ts if log_append_ts is not None else base_ts + ts_delta, seq,
+                   klen if klen >= 0 else -1, vlen if vlen >= 0 else -1, b"[]", base_offset)
+    return True
+
+
+class _RecordColumns:
+    """Record fields collected as lists, written as one vectorised block."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.n = 0
+        self.offset: list[int] = []
+        self.timestamp: list[int] = []
+        self.sequence: list[int] = []
+        self.key_size: list[int] = []
+        self.value_size: list[int] = []
+        self.header_keys: list[object] = []
+        self.batch: list[int] = []
+
+    def add(self, rec, base_offset: int) -> None:
+        self.n += 1
+        self.offset.append(rec.offset)
+        self.timestamp.append(rec.timestamp)
+        self.sequence.append(rec.sequence)
+        self.key_size.append(-1 if rec.key is None else len(rec.key))
+        self.value_size.append(-1 if rec.value is None else len(rec.value))
+        self.header_keys.append(b"[]" if not rec.headers else jc.token([k for k, _ in rec.headers]))
+        self.batch.append(base_offset)
+
+    def append(self, offset: int, timestamp: int, sequence: int, key_size: int, value_size: int,
+               header_keys: bytes, base_offset: int) -> None:
+        self.n += 1
+        self.offset.append(offset)
+        self.timestamp.append(timestamp)
+        self.sequence.append(sequence)
+        self.key_size.append(key_size)
+        self.value_size.append(value_size)
+        self.header_keys.append(header_keys)
+        self.batch.append(base_offset)
+
+    def write(self, out: BinaryIO) -> None:
+        if not self.n:
+            return
+
+        def ints(values: list[int]) -> jc.Part:
+            try:
+                return jc.int_part(np.array(values, dtype=np.int64))
+            except OverflowError:  # a corrupt delta took a value past int64: Python ints, one token each
+                return jc.object_part(values)
+
+        keys = self.header_keys
+        if all(k == b"[]" for k in keys):
+            hk: jc.Part = b"[]"
+        else:
+            seen: dict[object, int] = {}
+            codes = np.fromiter((seen.setdefault(k, len(seen)) for k in keys), np.int32, count=len(keys))
+            hk = jc.choice_part(codes, list(seen))  # type: ignore[arg-type]
+        jc.write(out, self.n, [
+            _RKEYS["type"], b'"record"', _RKEYS["offset"], ints(self.offset), _RKEYS["timestamp"], ints(self.timestamp),
+            _RKEYS["sequence"], ints(self.sequence), _RKEYS["key_size"], ints(self.key_size),
+            _RKEYS["value_size"], ints(self.value_size), _RKEYS["header_keys"], hk,
+            _RKEYS["batch_base_offset"], ints(self.batch), _END,
+        ])
+        self.clear()

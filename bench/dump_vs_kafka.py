@@ -1,0 +1,164 @@
+"""``txn-audit dump`` against Kafka's own ``DumpLogSegments`` (4.3.1 jars), side by side.
+
+Whole processes, start-up included, run alternately (Kafka, ours, Kafka, ours,
+...) on the same page-cache-warm file, ``--repeat`` times each; stdout goes to
+a file in the bench directory (rewritten each run) -- both tools pay for
+writing their output. For each run: wall time, CPU time (user + sys of the
+process and its threads, from ``wait4``) and peak RSS. Prints the medians and
+the ratios Kafka / ours (above 1: ours is faster).
+
+Cases (segments from ``bench/decode.py``'s generators, named as Kafka's tool
+wants them, ``<topic>-0/00000000000000000000.log``):
+
+* ``small-100k``: 100,000 one-record batches; headers (``--files``);
+* ``small-2M``: 2,000,000 one-record batches; headers (skipped with ``--quick``);
+* ``mixed-2M``: 2,000,000 one-record batches of random lengths (``--with-mixed``);
+* ``large``: ~16 KiB batches, ``--large-mib`` MiB (1024; 64 with ``--quick``); headers;
+* ``records-100k``: the 100k file with ``--records`` against ``--deep-iteration``.
+
+Ours is the newest segment of its partition, so it is read with plain reads,
+as a live broker's active segment is; ``--inactive`` adds a second segment
+after it, so the dumped one is memory-mapped. Kafka's jars come from
+``build/kafka/4.3.1/libs`` (``scripts/kafka/fetch.sh 4.3.1`` fetches them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import decode  # noqa: E402  (the segment generators)
+
+KAFKA_VERSION = "4.3.1"
+MAIN = "org.apache.kafka.tools.DumpLogSegments"
+
+
+def kafka_libs() -> Path:
+    libs = ROOT / "build" / "kafka" / KAFKA_VERSION / "libs"
+    if not libs.is_dir():
+        out = subprocess.run(["bash", str(ROOT / "scripts" / "kafka" / "fetch.sh"), KAFKA_VERSION],
+                             check=True, capture_output=True, text=True)
+        libs = Path(out.stdout.strip().splitlines()[-1])
+    return libs
+
+
+def run(cmd: list[str], out_path: Path) -> dict:
+    """One whole process: wall, CPU (user + sys) and peak RSS from wait4."""
+    # peak RSS through GNU time (a child forked from this Python process would count its RSS too)
+    rss_file = out_path.with_suffix(".rss")
+    cmd = ["/usr/bin/time", "-f", "%M", "-o", str(rss_file), *cmd]
+    with open(out_path, "wb") as out:
+        t = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t
+    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+    p.stderr.close()  # type: ignore[union-attr]
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"{cmd[:4]}... exited {code}: {err[-1500:]}")
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_mib": int(rss_file.read_text().split()[-1]) / 1024,
+            "out_bytes": out_path.stat().st_size}
+
+
+def place(directory: Path, name: str, src: Path, inactive: bool) -> Path:
+    d = directory / f"{name}-0"
+    d.mkdir(exist_ok=True)
+    seg = d / "00000000000000000000.log"
+    if not seg.exists():
+        os.link(src, seg) if src.stat().st_dev == directory.stat().st_dev else shutil.copyfile(src, seg)
+    nxt = d / "00000000099999999999.log"
+    if inactive and not nxt.exists():
+        nxt.write_bytes(b"")
+    elif not inactive and nxt.exists():
+        nxt.unlink()
+    return seg
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", type=Path, help="where to keep the segments (default: a temp dir, removed)")
+    ap.add_argument("--quick", action="store_true", help="no 2M case, a 64 MiB large file")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each tool per case (alternating)")
+    ap.add_argument("--large-mib", type=int, default=None)
+    ap.add_argument("--with-mixed", action="store_true", help="also 2M one-record batches of random lengths")
+    ap.add_argument("--inactive", action="store_true", help="dump a non-newest (memory-mapped) segment")
+    ap.add_argument("--cases", default=None, help="comma-separated subset of the case names")
+    a = ap.parse_args(argv)
+
+    tmp = None
+    if a.dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="txn-audit-dumpbench-")
+        directory = Path(tmp.name)
+    else:
+        directory = a.dir
+        directory.mkdir(parents=True, exist_ok=True)
+    try:
+        libs = kafka_libs()
+        java = ["java", "-Xmx512m", "-cp", f"{libs}/*", MAIN]
+        ours = [sys.executable, "-m", "auditor.cli.main", "dump"]
+        gen = directory / "gen"
+        gen.mkdir(exist_ok=True)
+        large_mib = a.large_mib or (64 if a.quick else 1024)
+        t = time.perf_counter()
+        files = decode.generate(gen, 2_000_000 if not a.quick else 200_000, large_mib << 20)
+        s100k = gen / "s100k.log"
+        if not s100k.exists():
+            decode.write_segment(s100k, decode._one_batch(1, 8), 100_000)
+        cases = [("small-100k", s100k, [], [], 100_000)]
+        if not a.quick:
+            cases.append(("small-2M", files["small"][0], [], [], files["small"][1]))
+        if a.with_mixed:
+            cases.append(("mixed-2M", files["mixed"][0], [], [], files["mixed"][1]))
+        cases.append(("large", files["large"][0], [], [], files["large"][1]))
+        cases.append(("records-100k", s100k, ["--deep-iteration"], ["--records"], 100_000))
+        if a.cases:
+            keep = set(a.cases.split(","))
+            cases = [c for c in cases if c[0] in keep]
+        print(f"segments generated in {time.perf_counter() - t:.1f} s in {directory}; cpu cores: {os.cpu_count()}; "
+              f"load average before: {os.getloadavg()[0]:.2f}; {a.repeat} runs of each, alternating")
+        out_file = directory / "stdout.txt"
+        rows = []
+        for name, src, kflags, oflags, batches in cases:
+            seg = place(directory, name, src, a.inactive)
+            decode.warm(seg)
+            runs: dict[str, list[dict]] = {"kafka": [], "ours": []}
+            for _ in range(a.repeat):
+                runs["kafka"].append(run([*java, *kflags, "--files", str(seg)], out_file))
+                runs["ours"].append(run([*ours, *oflags, str(seg)], out_file))
+            med = {tool: {k: statistics.median(r[k] for r in rs) for k in ("wall", "cpu", "rss_mib", "out_bytes")}
+                   for tool, rs in runs.items()}
+            rows.append((name, seg.stat().st_size, batches, med))
+            k, o = med["kafka"], med["ours"]
+            print(f"  {name}: kafka {k['cpu']:.2f} cpu-s / {k['wall']:.2f} s, ours {o['cpu']:.2f} cpu-s / "
+                  f"{o['wall']:.2f} s", flush=True)
+        out_file.unlink(missing_ok=True)
+
+        print()
+        print(f"{'case':13} {'MB':>7} {'batches':>10} | {'kafka cpu':>9} {'wall':>6} {'RSS MiB':>7} | "
+              f"{'ours cpu':>8} {'wall':>6} {'RSS MiB':>7} | {'cpu ratio':>9} {'wall ratio':>10}")
+        for name, size, batches, med in rows:
+            k, o = med["kafka"], med["ours"]
+            print(f"{name:13} {size / 1e6:7.1f} {batches:10,} | {k['cpu']:9.2f} {k['wall']:6.2f} {k['rss_mib']:7.0f} | "
+                  f"{o['cpu']:8.2f} {o['wall']:6.2f} {o['rss_mib']:7.0f} | {k['cpu'] / o['cpu']:8.1f}x "
+                  f"{k['wall'] / o['wall']:9.1f}x")
+        print(f"medians of {a.repeat}; ratio = Kafka / ours (goal: >= 5x headers, >= 2x --records); "
+              f"load average after: {os.getloadavg()[0]:.2f}")
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
