@@ -163,10 +163,11 @@ def test_illegal_topic_is_shell_quoted_in_commands():
     evil = "x;touch /tmp/pwned\n#"
     rep = build_report([finding(topic=evil, remediation=abort_text(evil, 0, 1, 7, 2, 3))])
     cmds = rep.commands(rep.findings[0])
-    assert cmds[0]["command"].endswith("--topic 'x;touch /tmp/pwned?#' --partition 0 --start-offset 1")
-    assert "--topic 'x;touch /tmp/pwned?#' --partition 0 --producer-id 7" in cmds[1]["command"]
+    # the newline is shown escaped (auditor.cli.console.safe), inside the quotes: a literal backslash-n
+    assert cmds[0]["command"].endswith("--topic 'x;touch /tmp/pwned\\n#' --partition 0 --start-offset 1")
+    assert "--topic 'x;touch /tmp/pwned\\n#' --partition 0 --producer-id 7" in cmds[1]["command"]
     text = render_table(rep)
-    assert "\n# [1] x;touch /tmp/pwned?#-0 from offset 100" in text  # the comment line stays one line
+    assert "\n# [1] x;touch /tmp/pwned\\n#-0 from offset 100" in text  # the comment line stays one line
 
 
 def test_table_remediation_block_is_valid_shell_with_one_abort_per_finding():

@@ -85,7 +85,7 @@ def check_inputs(plan, previous: list[dict], roots: list[str], allow_empty: bool
         if any(fi.kind == "missing" for fi in mine):
             raise InputError(f"input {root} does not exist")
         had = sum(1 for r in previous if r.get("input_root") == root)
-        files = [fi for fi in mine if fi.kind not in ("empty-dir", "unreadable-dir")]
+        files = [fi for fi in mine if fi.kind not in ("empty-dir", "unreadable-dir", "symlink-loop")]
         if had and not files and not allow_empty:
             raise InputError(
                 f"input {root} holds no files now, but {had} files were decoded from it before (an unmounted "

@@ -13,6 +13,8 @@ from typing import Callable
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from auditor.cli.console import safe
+
 
 class StageProgress:
     """``with StageProgress(err, enabled) as p: ingest(..., progress=p.stage("decoding"))``."""
@@ -48,6 +50,6 @@ class StageProgress:
             if name not in self._tasks:
                 self._tasks[name] = progress.add_task(name, total=n, stage=name, item="")
             # item i is starting: i of n are done (the item column is plain text, never markup)
-            progress.update(self._tasks[name], total=n, completed=i, item=item)
+            progress.update(self._tasks[name], total=n, completed=i, item=safe(item, markup=False))
 
         return update

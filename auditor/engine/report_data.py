@@ -31,6 +31,17 @@ MAX_PLOT_PARTITIONS = 40  # partitions with findings that get plots (most severe
 MAX_SESSION_TRANSACTIONS = 400  # per partition: every open transaction plus the newest others
 
 
+def sort_key(v: Any) -> tuple:
+    """A sort key for one value of any kind found in a row: numbers, then text, then
+    None (a log dir without meta.properties has no broker or cluster id, a finding may
+    name no topic), so that sorting mixed rows never raises ``TypeError``."""
+    if v is None:
+        return (2, 0, "")
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return (0, v, "")
+    return (1, 0, str(v))
+
+
 def build_report_data(ctx, findings: list[dict]) -> tuple[dict, dict]:
     """``(summary, plots)`` for the audit of ``ctx``; both plain JSON-able dicts."""
     stats = replica_stats(ctx)
@@ -101,22 +112,25 @@ def build_summary(ctx, stats: list[dict] | None = None) -> dict[str, Any]:
 
     per_dir: dict[tuple, dict] = {}
     for r in stats if stats is not None else replica_stats(ctx):
-        d = per_dir.setdefault((r["cluster_id"], r["broker_id"], r["log_dir"]), {
-            "cluster_id": r["cluster_id"], "broker_id": r["broker_id"], "log_dir": r["log_dir"],
+        r = dict(r)
+        d = per_dir.setdefault((r.get("cluster_id"), r.get("broker_id"), r.get("log_dir")), {
+            "cluster_id": r.get("cluster_id"), "broker_id": r.get("broker_id"), "log_dir": r.get("log_dir"),
             "partitions": 0, "batches": 0, "first_ms": None, "last_ms": None})
-        d["batches"] += int(r["batches"])
-        d["partitions"] += 1 if r["segment_batches"] else 0
-        if r["t0"] is not None:
-            d["first_ms"] = r["t0"] if d["first_ms"] is None else min(d["first_ms"], r["t0"])
-            d["last_ms"] = r["t1"] if d["last_ms"] is None else max(d["last_ms"], r["t1"])
-    brokers_meta = manifest.get("brokers") or {}
+        d["batches"] += int(r.get("batches") or 0)
+        d["partitions"] += 1 if r.get("segment_batches") else 0
+        t0, t1 = r.get("t0"), r.get("t1")
+        if t0 is not None:
+            d["first_ms"] = t0 if d["first_ms"] is None else min(d["first_ms"], t0)
+        if t1 is not None:
+            d["last_ms"] = t1 if d["last_ms"] is None else max(d["last_ms"], t1)
+    brokers_meta = manifest.get("brokers") if isinstance(manifest.get("brokers"), dict) else {}
     brokers = list(per_dir.values())
     seen_dirs = {b_["log_dir"] for b_ in brokers}
     for log_dir, meta in brokers_meta.items():  # log dirs that were read but hold no batches
         if log_dir not in seen_dirs and isinstance(meta, dict):
             brokers.append({"cluster_id": meta.get("cluster_id"), "broker_id": meta.get("broker_id"),
                             "log_dir": log_dir, "partitions": 0, "batches": 0, "first_ms": None, "last_ms": None})
-    brokers.sort(key=lambda x: (str(x["cluster_id"]), x["broker_id"] if x["broker_id"] is not None else -1, str(x["log_dir"])))
+    brokers.sort(key=lambda x: (sort_key(x["cluster_id"]), sort_key(x["broker_id"]), sort_key(x["log_dir"])))
     summary["brokers"] = brokers
     summary["partitions"] = sum(x["partitions"] for x in brokers)
     summary["batches"] = sum(x["batches"] for x in brokers)
@@ -137,11 +151,12 @@ def build_summary(ctx, stats: list[dict] | None = None) -> dict[str, Any]:
     states: dict[str, int] = {}
     per_cluster: dict[str, dict[str, int]] = {}
     for r in rows:
-        states[r["state"]] = states.get(r["state"], 0) + int(r["n"])
+        state = r["state"] if r["state"] is not None else "unknown"
+        states[state] = states.get(state, 0) + int(r["n"])
         pc = per_cluster.setdefault(r["cluster_id"], {"same_epoch": 0, "epoch_bump": 0})
         pc["same_epoch"] += int(r["same"] or 0)
         pc["epoch_bump"] += int(r["bump"] or 0)
-    summary["transactions"] = dict(sorted(states.items()))
+    summary["transactions"] = dict(sorted(states.items(), key=lambda kv: sort_key(kv[0])))
     tv = summary["transaction_versions"]
     tv["commit_markers"] = {"same_epoch": sum(v["same_epoch"] for v in per_cluster.values()),
                             "epoch_bump": sum(v["epoch_bump"] for v in per_cluster.values())}
@@ -155,7 +170,7 @@ def build_summary(ctx, stats: list[dict] | None = None) -> dict[str, Any]:
     tv["client_versions"] = _client_versions(ctx)
 
     as_of = {r["cluster_id"]: r["as_of_ms"] for r in ctx.as_of.collect()}
-    clusters = sorted({x["cluster_id"] for x in brokers if x["cluster_id"] is not None} | set(as_of))
+    clusters = sorted({x["cluster_id"] for x in brokers if x["cluster_id"] is not None} | set(as_of), key=sort_key)
     summary["clusters"] = [{
         "cluster_id": c,
         "as_of_ms": as_of.get(c),
@@ -176,10 +191,12 @@ def _feature_levels(ctx) -> dict[str, int]:
             .select("cluster_id", "feature_level", "source", "offset", "snapshot_end_offset").collect())
     best: dict[str, tuple[int, int]] = {}
     for r in rows:
+        if r["feature_level"] is None:
+            continue
         pos = (r["snapshot_end_offset"] - 1) if r["source"] == "snapshot" and r["snapshot_end_offset"] is not None else (r["offset"] or 0)
         if r["cluster_id"] not in best or pos >= best[r["cluster_id"]][0]:
             best[r["cluster_id"]] = (pos, int(r["feature_level"]))
-    return {c: lvl for c, (_, lvl) in sorted(best.items())}
+    return {c: lvl for c, (_, lvl) in sorted(best.items(), key=lambda kv: sort_key(kv[0]))}
 
 
 def _client_versions(ctx) -> dict[str, int]:
@@ -193,7 +210,7 @@ def _client_versions(ctx) -> dict[str, int]:
             .where("record_type = 'transaction' AND NOT is_tombstone AND client_transaction_version IS NOT NULL")
             .groupBy("client_transaction_version").agg(F.countDistinct("cluster_id", "transactional_id").alias("ids"))
             .collect())
-    return {str(r["client_transaction_version"]): int(r["ids"]) for r in sorted(rows, key=lambda r: r[0])}
+    return {str(r["client_transaction_version"]): int(r["ids"]) for r in sorted(rows, key=lambda r: sort_key(r[0]))}
 
 
 # -- plots --------------------------------------------------------------------
@@ -208,11 +225,14 @@ def affected_partitions(findings: list[dict], limit: int = MAX_PLOT_PARTITIONS) 
     for f in findings:
         if f.get("topic") is None or f.get("partition") is None:
             continue
-        k = (f.get("cluster_id"), f["topic"], int(f["partition"]))
+        try:
+            k = (f.get("cluster_id"), str(f["topic"]), int(f["partition"]))
+        except (TypeError, ValueError):
+            continue
         rank = _SEVERITY_ORDER.index(f["severity"]) if f.get("severity") in _SEVERITY_ORDER else 0
         r, n = worst.get(k, (-1, 0))
         worst[k] = (max(r, rank), n + 1)
-    ordered = sorted(worst, key=lambda k: (-worst[k][0], -worst[k][1], str(k[0]), k[1], k[2]))
+    ordered = sorted(worst, key=lambda k: (-worst[k][0], -worst[k][1], sort_key(k[0]), k[1], k[2]))
     return ordered[:limit], max(0, len(ordered) - limit)
 
 
@@ -245,14 +265,15 @@ def build_plots(ctx, findings: list[dict], stats: list[dict] | None = None) -> d
          .select(*REPLICA, "last_offset", "max_timestamp").join(keys_df, on, "inner"))
     wanted = set(keys)
     ranges = [r for r in (stats if stats is not None else replica_stats(ctx))
-              if (r["cluster_id"], r["topic"], r["partition"]) in wanted and r["t0"] is not None]
+              if (r.get("cluster_id"), r.get("topic"), r.get("partition")) in wanted
+              and r.get("t0") is not None and r.get("t1") is not None]
     if not ranges:
         return plots
     n = LSO_BUCKETS
     rng_rows = []
     for r in ranges:
         width = max(1, math.ceil((r["t1"] - r["t0"] + 1) / n))
-        rng_rows.append([*(r[c] for c in REPLICA), int(r["t0"]), int(r["t1"]), int(width)])
+        rng_rows.append([*(r.get(c) for c in REPLICA), int(r["t0"]), int(r["t1"]), int(width)])
     rng = spark.createDataFrame(
         rng_rows, "cluster_id string, broker_id int, log_dir string, topic string, partition int, t0 long, t1 long, width long")
 
@@ -309,7 +330,7 @@ def build_plots(ctx, findings: list[dict], stats: list[dict] | None = None) -> d
     hw_by = {key(r): r for r in hw_rows}
 
     out = []
-    for r in sorted(rng_rows, key=lambda x: (keys.index((x[0], x[3], x[4])), str(x[2]), x[1] or 0)):
+    for r in sorted(rng_rows, key=lambda x: (keys.index((x[0], x[3], x[4])), sort_key(x[2]), sort_key(x[1]))):
         k = tuple(r[:5])
         t0, t1, width = r[5], r[6], r[7]
         series = []

@@ -130,16 +130,23 @@ def _info(path: Path, root: str, log_dir: str | None, topic, partition, dir_stat
     return FileInfo(str(path), root, log_dir, topic, partition, dir_status, kind, fstatus, base, epoch, size, mtime)
 
 
+# directory identity (st_dev, st_ino) -> the path it was first walked by
+Visited = dict
+
+
 def discover(inputs: list[str]) -> Iterator[FileInfo]:
-    """Every regular file under ``inputs``, classified. Symlinks are followed once;
-    nothing is opened here except directory listings."""
+    """Every regular file under ``inputs``, classified. Symlinks are followed, but a
+    directory is walked at most once per input (tracked by device and inode): a
+    symbolic link back to an ancestor (``loop -> .``), or a second link to a
+    directory already walked, is one ``symlink-loop`` row with a note, not a walk.
+    Nothing is opened here except directory listings."""
     for raw in inputs:
         root = os.path.abspath(raw)
         p = Path(root)
         if p.is_file():
             yield from _single_file(p, root)
         elif p.is_dir():
-            yield from _walk(p, root)
+            yield from _walk(p, root, {})
         else:
             yield FileInfo(root, root, None, None, None, "none", "missing", "live", None, None, -1, -1,
                            note="input path does not exist")
@@ -154,14 +161,41 @@ def _single_file(p: Path, root: str) -> Iterator[FileInfo]:
         yield _info(p, root, str(p.parent), None, None, "root")
 
 
-def _walk(top: Path, root: str) -> Iterator[FileInfo]:
+def _enter(d: Path, root: str, log_dir: str | None, visited: Visited) -> FileInfo | None:
+    """Mark directory ``d`` walked; if it already was (a symlink loop, or a second
+    link to the same directory), the inventory row that says so instead."""
+    try:
+        st = d.stat()
+    except OSError as exc:
+        return FileInfo(str(d), root, log_dir, None, None, "none", "unreadable-dir", "live", None, None, -1, -1,
+                        note=f"cannot stat: {exc.strerror}")
+    key = (st.st_dev, st.st_ino)
+    first = visited.get(key)
+    if first is None:
+        visited[key] = str(d)
+        return None
+    try:
+        target = os.readlink(d) if d.is_symlink() else None
+    except OSError:
+        target = None
+    what = f"symbolic link to {target!r}" if target is not None else "directory"
+    loop = " (a loop)" if str(d).startswith(first.rstrip("/") + "/") else ""
+    return FileInfo(str(d), root, log_dir, None, None, "none", "symlink-loop", "live", None, None, 0, -1,
+                    note=f"{what} resolves to {first}, a directory already walked{loop}: not followed")
+
+
+def _walk(top: Path, root: str, visited: Visited) -> Iterator[FileInfo]:
+    seen = _enter(top, root, None, visited)
+    if seen is not None:
+        yield seen
+        return
     if _looks_like_log_dir(top):
-        yield from _log_dir(top, root)
+        yield from _log_dir(top, root, visited)
         return
     parsed = parse_partition_dir(top.name)
     if parsed and _looks_like_partition_dir(top):
         topic, part, status = parsed
-        yield from _partition(top, root, str(top.parent), topic, part, status)
+        yield from _partition(top, root, str(top.parent), topic, part, status, visited, entered=True)
         return
     try:
         children = sorted(top.iterdir())
@@ -171,18 +205,19 @@ def _walk(top: Path, root: str) -> Iterator[FileInfo]:
         return
     for child in children:
         if child.is_dir():
-            yield from _walk(child, root)
+            yield from _walk(child, root, visited)
         elif child.is_file():
             yield _info(child, root, None, None, None, "none")
 
 
 def _looks_like_partition_dir(d: Path) -> bool:
-    """No subdirectories, and Kafka-named files (or nothing at all)."""
+    """No subdirectories (symbolic links to directories aside: a ``loop -> ..`` is
+    reported, not walked), and Kafka-named files (or nothing at all)."""
     try:
         children = list(d.iterdir())
     except OSError:
         return False
-    if any(c.is_dir() for c in children):
+    if any(c.is_dir() and not c.is_symlink() for c in children):
         return False
     return not children or any(_is_kafka_name(c.name) for c in children)
 
@@ -204,7 +239,7 @@ def _is_kafka_name(name: str) -> bool:
     return classify_file(name)[0] != "unknown"
 
 
-def _log_dir(d: Path, root: str) -> Iterator[FileInfo]:
+def _log_dir(d: Path, root: str, visited: Visited) -> Iterator[FileInfo]:
     log_dir = str(d)
     try:
         children = sorted(d.iterdir())
@@ -216,15 +251,25 @@ def _log_dir(d: Path, root: str) -> Iterator[FileInfo]:
         if child.is_dir():
             parsed = parse_partition_dir(child.name)
             if parsed:
+                seen = _enter(child, root, log_dir, visited)
+                if seen is not None:
+                    yield seen
+                    continue
                 topic, part, status = parsed
-                yield from _partition(child, root, log_dir, topic, part, status)
+                yield from _partition(child, root, log_dir, topic, part, status, visited, entered=True)
             else:
-                yield from _walk(child, root)
+                yield from _walk(child, root, visited)
         elif child.is_file():
             yield _info(child, root, log_dir, None, None, "root")
 
 
-def _partition(d: Path, root: str, log_dir: str, topic: str, part: int, status: str) -> Iterator[FileInfo]:
+def _partition(d: Path, root: str, log_dir: str, topic: str, part: int, status: str, visited: Visited,
+               entered: bool = False) -> Iterator[FileInfo]:
+    if not entered:
+        seen = _enter(d, root, log_dir, visited)
+        if seen is not None:
+            yield seen
+            return
     try:
         children = sorted(d.iterdir())
     except OSError as exc:
@@ -238,5 +283,14 @@ def _partition(d: Path, root: str, log_dir: str, topic: str, part: int, status: 
         if child.is_symlink() and not child.exists():
             yield FileInfo(str(child), root, log_dir, topic, part, status, classify_file(child.name)[0], "live",
                            None, None, -1, -1, note="broken symbolic link: the file it points to does not exist")
+        elif child.is_dir():
+            # a partition holds no directories: only a link back to one already walked is worth a row
+            if child.is_symlink():
+                try:
+                    st = child.stat()
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) in visited:
+                    yield _enter(child, root, log_dir, visited)
         elif child.is_file() and stat.S_ISREG(child.stat().st_mode):
             yield _info(child, root, log_dir, topic, part, status)

@@ -16,6 +16,7 @@ from auditor.errors import DecodeError
 from auditor.ingest.discovery import FileInfo, discover
 
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
+_MAX_META = 1 << 20  # meta.properties read for broker facts (the file is a few hundred bytes)
 DECODED_KINDS = {
     "segment", "kraft-snapshot", "producer-snapshot", "txn-index", "offset-index", "time-index",
     "leader-epoch-checkpoint", "partition-metadata", "quorum-state", "meta-properties", "clean-shutdown",
@@ -37,7 +38,10 @@ def _read_meta(log_dir: str) -> dict:
     p = Path(log_dir) / "meta.properties"
     try:
         with open(p, "rb") as f:
-            return read_meta_properties(f.read())
+            data = f.read(_MAX_META + 1)  # a few hundred bytes; a huge file is not one
+        if len(data) > _MAX_META:
+            return {}
+        return read_meta_properties(data)
     except (OSError, DecodeError):
         return {}
 

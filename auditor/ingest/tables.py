@@ -154,7 +154,7 @@ def decode_pid_blocks(task: dict, f) -> Iterator[dict | Problem]:
     from auditor.formats.zk_pid_block import decode_zk_pid_block
 
     if task["kind"] == "zk-producer-id-block":
-        row = decode_zk_pid_block(f.read())
+        row = decode_zk_pid_block(_read_all(task, f))
         yield {"source": "zookeeper", "broker_id": row["broker_id"], "broker_epoch": None,
                "next_producer_id": row["block_end"] + 1, "block_start": row["block_start"],
                "block_end": row["block_end"], "offset": None, "timestamp": None}

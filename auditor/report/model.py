@@ -220,9 +220,12 @@ LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's Topic.validate
 
 
 def one_line(text: object) -> str:
-    """Text on one line: control characters (newlines, escapes) shown as ``?``, so a
-    value from the dump cannot end a comment line or forge the next line of a report."""
-    return re.sub(r"[\x00-\x1f\x7f]", "?", "" if text is None else str(text))
+    """Text on one line: control characters (newlines, escapes) shown escaped (``\\n``,
+    ``\\x1b``: :func:`auditor.cli.console.safe`), so a value from the dump cannot end a
+    comment line, forge the next line of a report or drive the terminal it is printed on."""
+    from auditor.cli.console import safe
+
+    return "" if text is None else safe(text, markup=False)
 
 
 def shell_quote(text: str) -> str:

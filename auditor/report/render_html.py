@@ -107,7 +107,7 @@ def _partitions(report: Report, numbers: dict[int, int]) -> str:
         if last:
             facts.append(f"LSO {esc(last.get('lso'))} (lag {esc(last.get('lag'))} at the end of the dump)")
         out.append(
-            f'<article class="partition"><h3>{esc(p["topic"])}-{esc(p["partition"])}</h3>'
+            f'<article class="partition"><h3>{esc(p.get("topic"))}-{esc(p.get("partition"))}</h3>'
             f'<p class="where">broker {esc(p.get("broker_id"))} · {esc(p.get("log_dir"))} · cluster {esc(p.get("cluster_id"))}'
             f' · {" · ".join(facts)} · findings: {links}</p>{_plots(p, fs)}</article>')
     if omitted:

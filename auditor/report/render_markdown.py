@@ -57,7 +57,7 @@ def render_markdown(report: Report) -> str:
         headers = ["#", "Severity", *kept, "Message"]
         rows = []
         for i, f in enumerate(fs):
-            sev = f["severity"]
+            sev = md_text(f["severity"])
             rows.append([str(i + 1), f"**{sev}**" if sev in ("critical", "error") else sev,
                          *[md_text(values[h][i]) for h in kept], md_text(f.get("message"))])
         align = ["---:", "---", *["---:" if h in ("Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset") else "---" for h in kept], "---"]

@@ -30,7 +30,8 @@ SEVERITY_STYLE = {"critical": "bold white on red", "error": "bold red", "warning
 
 
 def _s(v) -> str:
-    return "" if v is None else str(v)
+    """A value for a cell: None as empty, control characters escaped (``one_line``)."""
+    return one_line(v)
 
 
 # (header, value) — find-hanging's names first, in its order
@@ -72,11 +73,12 @@ def summary_rows(report: Report) -> list[tuple[str, str]]:
         more = f" (+{len(s['inputs']) - 5} more)" if len(s["inputs"]) > 5 else ""
         rows.append(("Inputs", ", ".join(shown) + more))
     if s.get("clusters"):
-        rows.append(("Clusters", f"{len(s['clusters'])}: " + ", ".join(c["cluster_id"] for c in s["clusters"][:5])
+        rows.append(("Clusters", f"{len(s['clusters'])}: " + ", ".join(_s((c or {}).get("cluster_id")) or "?"
+                                                                       for c in s["clusters"][:5])
                      + (" …" if len(s["clusters"]) > 5 else "")))
     if s.get("brokers"):
         bs = s["brokers"]
-        desc = ", ".join(f"{b.get('broker_id')} ({b.get('log_dir')})" for b in bs[:5]) + (" …" if len(bs) > 5 else "")
+        desc = ", ".join(f"{_s(b.get('broker_id')) or '?'} ({_s(b.get('log_dir')) or '?'})" for b in bs[:5]) + (" …" if len(bs) > 5 else "")
         rows.append(("Brokers (log dirs)", f"{len(bs)}: {desc}"))
     if s:
         rows.append(("Partitions", f"{s.get('partitions', 0):,}"))
@@ -114,7 +116,7 @@ def transaction_versions_text(tv: dict) -> str:
         parts.append(f"commit markers: {cm.get('same_epoch', 0)} same epoch (TV0/1), {cm.get('epoch_bump', 0)} epoch+1 (TV2)")
     fl = tv.get("feature_levels") or {}
     if fl:
-        levels = sorted(set(fl.values()))
+        levels = sorted({v for v in fl.values() if v is not None}, key=str)
         parts.append("transaction.version feature: " + ", ".join(str(v) for v in levels))
     cv = tv.get("client_versions") or {}
     if cv:
@@ -123,7 +125,7 @@ def transaction_versions_text(tv: dict) -> str:
 
 
 def severity_text(sev: str) -> Text:
-    return Text(sev, style=SEVERITY_STYLE.get(sev, ""))
+    return Text(one_line(sev), style=SEVERITY_STYLE.get(sev, ""))
 
 
 def _summary_panel(report: Report) -> Panel:
@@ -139,7 +141,7 @@ def _summary_panel(report: Report) -> Panel:
                 t.append(f" (of {report.total_findings} before filters)")
             grid.add_row(label, t)
         else:
-            grid.add_row(label, Text(value))
+            grid.add_row(label, Text(one_line(value)))
     return Panel(grid, title="txn-audit report", title_align="left", border_style="blue")
 
 
@@ -159,7 +161,7 @@ def rule_table(rule: str, findings: list[dict], where: list[tuple[str, Callable[
     need = sum(_natural(h, values[h]) for h in heads) + 3 * (len(heads) + 1) + 1
     with_message = width is None or width - need >= MIN_MESSAGE_WIDTH
     fits = width is None or need <= width
-    t = Table(title=Text(f"{rule} — {len(findings)} finding{'s' if len(findings) != 1 else ''}", style="bold"),
+    t = Table(title=Text(f"{one_line(rule)} — {len(findings)} finding{'s' if len(findings) != 1 else ''}", style="bold"),
               title_justify="left", show_lines=with_message, header_style="bold")
     for h in heads:
         t.add_column(h, overflow="fold", no_wrap=h in ("#", "Severity"), justify="right" if h in _NUMERIC else "left",
@@ -169,7 +171,7 @@ def rule_table(rule: str, findings: list[dict], where: list[tuple[str, Callable[
     for i, f in enumerate(findings):
         cells = [severity_text(f["severity"]) if h == "Severity" else Text(values[h][i]) for h in heads]
         if with_message:
-            cells.append(Text(f.get("message") or ""))
+            cells.append(Text(one_line(f.get("message"))))
         t.add_row(*cells)
     return t, with_message
 
@@ -187,7 +189,7 @@ def remediation_lines(report: Report, findings: list[dict]) -> list[str]:
         where = f"{one_line(f.get('topic'))}-{f.get('partition')} " if f.get("topic") is not None else ""
         lines.append(f"# [{i + 1}] {where}from offset {f.get('first_offset')} (producer {f.get('producer_id')})")
         for c in cmds:
-            lines.append(c["command"] if not c["applies_to"] else f"# {c['applies_to']}: {c['command']}")
+            lines.append(one_line(c["command"] if not c["applies_to"] else f"# {c['applies_to']}: {c['command']}"))
     return [f"# {one_line(p)}" for p in prose] + lines
 
 
@@ -205,7 +207,7 @@ def print_table_report(report: Report, console: Console) -> None:
         if not inline:  # not enough room beside the other columns: the messages under the table, full width
             for i, f in enumerate(fs):
                 line = Text(f"[{i + 1}] ", style="bold")
-                line.append(f.get("message") or "")
+                line.append(one_line(f.get("message")))
                 console.print(line)
         lines = remediation_lines(report, fs)
         if lines:
