@@ -31,7 +31,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -94,6 +96,17 @@ def write_mixed_segment(path: Path, templates: list[bytes], count: int, seed: in
             total += len(chunk)
             done += k
     return total
+
+
+@contextmanager
+def work_dir(given: Path | None, prefix: str) -> Iterator[Path]:
+    """``given`` (created if missing, kept), or a temporary directory removed afterwards."""
+    if given is not None:
+        given.mkdir(parents=True, exist_ok=True)
+        yield given
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        yield Path(tmp)
 
 
 def generate(directory: Path, small_batches: int, large_bytes: int) -> dict[str, tuple[Path, int]]:
@@ -217,14 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     small_batches = a.small_batches or (200_000 if a.quick else 2_000_000)
     large_bytes = (a.large_mib or (64 if a.quick else 1024)) << 20
     modes = [m for m in a.modes.split(",") if m]
-    tmp = None
-    if a.dir is None:
-        tmp = tempfile.TemporaryDirectory(prefix="txn-audit-bench-")
-        directory = Path(tmp.name)
-    else:
-        directory = a.dir
-        directory.mkdir(parents=True, exist_ok=True)
-    try:
+    with work_dir(a.dir, "txn-audit-bench-") as directory:
         t = time.perf_counter()
         files = generate(directory, small_batches, large_bytes)
         print(f"segments in {directory} (generated in {time.perf_counter() - t:.1f} s); cpu cores: {os.cpu_count()}; "
@@ -258,9 +264,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"({tr['bytes'] / (1 << 20):,.0f} MiB): {tr['tracemalloc_peak_mib']:.1f} MiB")
         print(f"single-threaded decoders: figures are per core; load average after: {os.getloadavg()[0]:.2f} "
               "(above ~1 other processes shared the cores: figures are low)")
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
     return 0
 
 

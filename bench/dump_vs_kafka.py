@@ -30,7 +30,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -96,14 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default=None, help="comma-separated subset of the case names")
     a = ap.parse_args(argv)
 
-    tmp = None
-    if a.dir is None:
-        tmp = tempfile.TemporaryDirectory(prefix="txn-audit-dumpbench-")
-        directory = Path(tmp.name)
-    else:
-        directory = a.dir
-        directory.mkdir(parents=True, exist_ok=True)
-    try:
+    with decode.work_dir(a.dir, "txn-audit-dumpbench-") as directory:
         libs = kafka_libs()
         java = ["java", "-Xmx512m", "-cp", f"{libs}/*", MAIN]
         ours = [sys.executable, "-m", "auditor.cli.main", "dump"]
@@ -154,9 +146,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"{k['wall'] / o['wall']:9.1f}x")
         print(f"medians of {a.repeat}; ratio = Kafka / ours (goal: >= 5x headers, >= 2x --records); "
               f"load average after: {os.getloadavg()[0]:.2f}")
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
     return 0
 
 
