@@ -70,8 +70,8 @@ def run(ctx):
             F.col("start_timestamp_ms"),
             F.col("topic_partitions"),
         )
-        txn_parts = ctx.coordinator_partitions
         o = o.join(ids, ["cluster_id", "producer_id"], "left").join(coord, ["cluster_id", "transactional_id"], "left")
+        o = o.crossJoin(ctx.coordinator_partitions)
         listed = F.exists(F.coalesce(F.col("topic_partitions"), F.array()),
                           lambda tp: (tp["topic"] == F.col("topic")) & (tp["partition"] == F.col("partition")))
         ongoing_here = (F.col("coordinator_state") == "Ongoing") & listed & (
@@ -84,7 +84,7 @@ def run(ctx):
             .when(session_had_marker & ~(ongoing_here & young), F.lit("late-write"))
             .otherwise(F.lit("hanging"))
         )
-        basis = F.concat(F.lit("coordinator record ("), F.lit(str(txn_parts)), F.lit(" __transaction_state partitions in the dump)"))
+        basis = F.concat(F.lit("coordinator record ("), F.col("coordinator_partitions").cast("string"), F.lit(" __transaction_state partitions in the dump)"))
     else:
         o = o.withColumn("transactional_id", F.lit(None).cast("string"))
         for c, t in (("coordinator_state", "string"), ("transaction_timeout_ms", "int"), ("topic_partitions", "string")):

@@ -61,13 +61,17 @@ def results(spark, tmp_path_factory):
             groups.append({cid: s})
     per: dict[str, list[dict]] = defaultdict(list)
     bad: list[dict] = []
+    modes: dict[bool, object] = {}
     for i, g in enumerate(groups):
         out = tmp_path_factory.mktemp(f"scenarios{i}") / "tables"
         ing = ingest(spark, [str(s) for s in g.values()], str(out))
         bad += ing.bad_files
-        for f in audit(spark, str(out)).findings:
+        res = audit(spark, str(out), report=i == 0)
+        if i == 0:  # the same tables rule by rule: for test_audit_modes_agree
+            modes = {True: res, False: audit(spark, str(out), report=True, together=False)}
+        for f in res.findings:
             per[g[f["cluster_id"]].name].append(f)
-    return bad, per
+    return bad, per, modes
 
 
 def _key(f: dict) -> tuple:
@@ -76,7 +80,7 @@ def _key(f: dict) -> tuple:
 
 @pytest.mark.parametrize("scenario", [s.name for s in SCENARIOS])
 def test_findings_equal_expected(results, scenario):
-    _, per = results
+    _, per, _ = results
     exp = json.loads((SAMPLE_LOGS / scenario / "expected.json").read_text())["expect"]
     expected: dict[tuple, dict] = {}
     for a in exp["anomalies"]:
@@ -107,6 +111,26 @@ def test_findings_equal_expected(results, scenario):
             assert a["first_offset"] in (f["first_offset"], f["last_offset"]), f["message"]
 
 
+def test_audit_modes_agree(results):
+    """A small dump's rules are collected together in one Spark job under the
+    small-input settings; a large one's rule by rule. Same tables, same
+    findings, summary, plot series and reference time either way."""
+    _, _, modes = results
+    together, one_by_one = modes[True], modes[False]
+    assert together.phase_seconds.keys() >= {"plan", "run"}, "the scenarios are small: expected the together path"
+    assert "rules" in one_by_one.phase_seconds
+
+    def canon(res):
+        return sorted(json.dumps(f, sort_keys=True, default=str) for f in res.findings)
+
+    assert together.findings, "the first group of scenarios has findings"
+    assert canon(together) == canon(one_by_one)
+    assert together.summary == one_by_one.summary and together.summary["batches"] > 0
+    assert together.plots == one_by_one.plots and together.plots["partitions"]
+    assert together.as_of_ms == one_by_one.as_of_ms > 0
+    assert together.skipped == one_by_one.skipped
+
+
 def test_inputs_ingest_cleanly(results):
-    bad, _ = results
+    bad, _, _ = results
     assert bad == [], [(f["path"], f["status"], f["error_message"]) for f in bad][:5]

@@ -1,8 +1,8 @@
 """Run the rule catalog over ingested tables and write the findings table.
 
-Rules run one after another over shared, persisted views (see ``views.py``);
-each rule's findings are conformed to one schema, unioned and written as
-Parquet with the same staging-and-rename swap as ingestion, so a killed audit
+Rules build their queries over shared views (see ``views.py``); each rule's
+findings are conformed to one schema, collected (all rules in one Spark job for
+a small dump, rule by rule for a large one) and written as Parquet with the same staging-and-rename swap as ingestion, so a killed audit
 never leaves a partial findings table.
 """
 
@@ -29,6 +29,9 @@ class AuditResult:
     plots: dict = field(default_factory=dict)
     report_error: str | None = None  # report data could not be computed (findings are still complete)
     run_id: str | None = None  # set by write_findings
+    # where the time went: "plan" (building the queries), "run" (collecting them), "report" (plots);
+    # rule by rule: "rules" and "report"
+    phase_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def select_rules(rules: list[Rule], only: tuple[str, ...] | list[str] = ()) -> list[Rule]:
@@ -51,6 +54,7 @@ def audit(
     progress: Callable[[str, int, int], None] | None = None,
     report: bool = False,
     context: type[AuditContext] = AuditContext,
+    together: bool | None = None,
 ) -> AuditResult:
     """Run the rules over ``tables_dir``. With ``report`` also compute the run
     summary and plot series reports show (``report_data.py``); they are saved
@@ -59,37 +63,106 @@ def audit(
     ``context`` says where the tables come from: Parquet directories written by
     ``ingest`` (the default) or the batch job's Delta tables
     (:class:`auditor.batch.audit.DeltaAuditContext`). The rule loop is the same,
-    so both report the same findings for the same data."""
+    so both report the same findings for the same data.
+
+    ``together``: collect every rule's findings (and the report summary) in one
+    Spark job under the small-input settings (:mod:`auditor.engine.tuning`)
+    instead of rule by rule. Default: when the ingest manifest says the dump has
+    at most ``SMALL_AUDIT_BATCHES`` batches. Rule by rule gives each rule's time
+    (``rule_seconds``) and keeps Spark's adaptive settings for large dumps."""
+    from auditor.engine.tuning import SMALL_AUDIT_BATCHES, SMALL_SQL_CONF, sql_conf
+
     ctx = context(spark, tables_dir, options)
     rules = select_rules(discover(), only)
-    result = AuditResult(findings=[], as_of_ms=ctx.as_of_ms)
+    if together is None:
+        rows = ctx.table_rows
+        together = context is AuditContext and "batches" in rows and rows["batches"] <= SMALL_AUDIT_BATCHES
+    result = AuditResult(findings=[])
     try:
-        for i, rule in enumerate(rules):
-            if progress:
-                progress(rule.id, i, len(rules))
-            missing = [t for t in rule.needs if not ctx.has_rows(t)]
-            if missing:
-                result.skipped[rule.id] = f"no rows in {', '.join(missing)}"
-                continue
-            t0 = time.monotonic()
-            df = conform(rule.run(ctx), rule.id)
-            rows = df.collect()  # findings are few: materialise per rule for timing and reports
-            result.rule_seconds[rule.id] = round(time.monotonic() - t0, 3)
-            result.findings.extend(r.asDict(recursive=True) for r in rows)
-        if report:
-            from auditor.engine.report_data import build_report_data
-
-            if progress:
-                progress("report data", len(rules), len(rules))
-            try:
-                result.summary, result.plots = build_report_data(ctx, result.findings)
-            except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
-                result.report_error = f"{type(exc).__name__}: {exc}"
+        if together:
+            with sql_conf(spark, SMALL_SQL_CONF):
+                _run_together(ctx, rules, result, progress, report)
+        else:
+            result.as_of_ms = ctx.as_of_ms
+            _run_one_by_one(ctx, rules, result, progress, report)
         if out is not None:
             write_findings(spark, result, out)
     finally:
         ctx.close()
     return result
+
+
+def _runnable(ctx: AuditContext, rule: Rule, result: AuditResult) -> bool:
+    missing = [t for t in rule.needs if not ctx.has_rows(t)]
+    if missing:
+        result.skipped[rule.id] = f"no rows in {', '.join(missing)}"
+    return not missing
+
+
+def _run_one_by_one(ctx, rules, result, progress, report) -> None:
+    t0 = time.monotonic()
+    for i, rule in enumerate(rules):
+        if progress:
+            progress(rule.id, i, len(rules))
+        if not _runnable(ctx, rule, result):
+            continue
+        t0 = time.monotonic()
+        df = conform(rule.run(ctx), rule.id)
+        rows = df.collect()  # findings are few: materialise per rule for timing and reports
+        result.rule_seconds[rule.id] = round(time.monotonic() - t0, 3)
+        result.findings.extend(r.asDict(recursive=True) for r in rows)
+    result.phase_seconds["rules"] = round(time.monotonic() - t0, 3)
+    if report:
+        t0 = time.monotonic()
+        _report_data(ctx, rules, result, progress, None)
+        result.phase_seconds["report"] = round(time.monotonic() - t0, 3)
+
+
+def _run_together(ctx, rules, result, progress, report) -> None:
+    """Every rule's query (and the summary's) built first, then collected in one job."""
+    from auditor.engine.tuning import collect_many
+
+    t0 = time.monotonic()
+    queries: dict[str, object] = {}
+    for i, rule in enumerate(rules):
+        if progress:
+            progress(rule.id, i, len(rules))
+        if _runnable(ctx, rule, result):
+            queries[f"rule:{rule.id}"] = conform(rule.run(ctx), rule.id)
+    summary_q: dict[str, object] = {}
+    if report:
+        from auditor.engine.report_data import summary_queries
+
+        try:
+            summary_q = summary_queries(ctx)
+        except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
+            result.report_error = f"{type(exc).__name__}: {exc}"
+            report = False
+    if "as_of" not in summary_q:
+        summary_q["as_of"] = ctx.as_of
+    t1 = time.monotonic()
+    got = collect_many({**queries, **{f"summary:{k}": v for k, v in summary_q.items()}})
+    t2 = time.monotonic()
+    result.phase_seconds.update(plan=round(t1 - t0, 3), run=round(t2 - t1, 3))
+    for rule in rules:
+        result.findings.extend(got.get(f"rule:{rule.id}", []))
+    summary_rows = {k.split(":", 1)[1]: v for k, v in got.items() if k.startswith("summary:")}
+    result.as_of_ms = max((int(r["as_of_ms"]) for r in summary_rows.get("as_of", []) if r.get("as_of_ms") is not None),
+                          default=0)
+    if report:
+        _report_data(ctx, rules, result, progress, summary_rows)
+        result.phase_seconds["report"] = round(time.monotonic() - t2, 3)
+
+
+def _report_data(ctx, rules, result, progress, rows) -> None:
+    from auditor.engine.report_data import build_report_data
+
+    if progress:
+        progress("report data", len(rules), len(rules))
+    try:
+        result.summary, result.plots = build_report_data(ctx, result.findings, rows)
+    except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
+        result.report_error = f"{type(exc).__name__}: {exc}"
 
 
 def write_findings(spark, result: AuditResult, out: str) -> None:

@@ -1,8 +1,8 @@
 """Ingestion on Spark: decode tasks on executors, write Parquet tables atomically.
 
-Each table is one ``mapInArrow`` stage over the tasks that feed it; the decoded
-DataFrame is persisted so data rows, problem rows and per-file counts come from
-one decode. All tables of a run are written under a sibling staging directory
+One ``mapInArrow`` stage decodes every file for every table that accepts it
+(:mod:`auditor.ingest.envelope`): data rows, problem rows and per-file counts
+come from that one decode. All tables of a run are written under a sibling staging directory
 and swapped in by renames only when every table is complete, so a run killed at
 any point leaves either the previous tables or the new ones, never a half-written
 mix that a re-run would add to.
@@ -17,16 +17,19 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable
 
 import pyarrow as pa
 
-from auditor.ingest.context import PROBLEM_COLUMNS, TASK_SCHEMA
+from auditor.ingest import envelope
+from auditor.ingest.context import TASK_SCHEMA
 from auditor.ingest.inventory import FILES_SCHEMA, build_inventory
 from auditor.ingest.plan import DEFAULT_SPLIT_BYTES, Plan, make_plan
-from auditor.ingest.tables import TABLES, TableSpec, decode_task
+from auditor.ingest.tables import TABLES
 
-ROWS_PER_ARROW_BATCH = 8192
+# inputs up to this many bytes are decoded in one Spark job and their tables written by the
+# driver: an interactive scan pays no per-table Spark jobs (decoded rows stay well under 1 GiB)
+SMALL_INPUT_BYTES = 64 * 1024 * 1024
 MANIFEST = "_ingest.json"
 
 
@@ -46,49 +49,18 @@ class IngestResult:
         return [f for f in self.files if f["status"] not in CLEAN_STATUSES]
 
 
-def _decoder(table: str) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function shipped to executors (must pickle: looks the spec up by name there)."""
-
-    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        spec = TABLES[table]
-        schema = pa.schema(list(spec.schema) + PROBLEM_COLUMNS)
-        buf: list[dict] = []
-        for rb in batches:
-            for task in rb.to_pylist():
-                for row in decode_task(spec, task):
-                    if isinstance(row, pa.RecordBatch):  # columnar fast path: no per-row objects
-                        if buf:
-                            yield pa.RecordBatch.from_pylist(buf, schema=schema)
-                            buf = []
-                        yield _conform_batch(row, schema)
-                        continue
-                    buf.append(row)
-                    if len(buf) >= ROWS_PER_ARROW_BATCH:
-                        yield pa.RecordBatch.from_pylist(buf, schema=schema)
-                        buf = []
-        if buf:
-            yield pa.RecordBatch.from_pylist(buf, schema=schema)
-
-    return run
-
-
-def _conform_batch(rb: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Columns of ``rb`` in ``schema``'s order and types; missing ones null."""
-    n = rb.num_rows
-    cols = []
-    for field in schema:
-        i = rb.schema.get_field_index(field.name)
-        cols.append(rb.column(i).cast(field.type) if i >= 0 else pa.nulls(n, field.type))
-    return pa.RecordBatch.from_arrays(cols, schema=schema)
-
-
 def _spark_schema(schema: pa.Schema):
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
 
 
-def _tasks_df(spark, tasks: list[dict]):
+def _tasks_df(spark, tasks: list[dict], small: bool = False):
+    """The decode tasks as a DataFrame. A small input's few tasks go straight from
+    an Arrow table (no Python stage before the decode's own); a large one's are
+    dealt into slices of similar byte totals, four per core."""
+    if small:
+        return spark.createDataFrame(pa.Table.from_pylist(tasks, schema=TASK_SCHEMA))
     n = max(1, min(len(tasks), spark.sparkContext.defaultParallelism * 4))
     # biggest first, dealt round-robin: slices get similar byte totals
     ordered = sorted(tasks, key=lambda t: -(t["size"] if t["range_end"] < 0 else t["range_end"] - t["range_start"]))
@@ -99,6 +71,33 @@ def _tasks_df(spark, tasks: list[dict]):
     return spark.createDataFrame(rdd.map(lambda t: Row(**t)), schema=_spark_schema(TASK_SCHEMA))
 
 
+def decode_envelope(spark, tasks: list[dict], names: list[str], small: bool = False):
+    """The one decode pass: every task decoded for every table in ``names``
+    that accepts it, as envelope rows (:mod:`auditor.ingest.envelope`)."""
+    from functools import partial
+
+    return _tasks_df(spark, tasks, small).mapInArrow(partial(envelope.decode_tasks, names=names),
+                                              _spark_schema(envelope.ENVELOPE_SCHEMA))
+
+
+def table_df(env_df, name: str, wrap: Callable | None = None):
+    """``name``'s rows from an envelope DataFrame (payloads unpacked on executors);
+    ``wrap`` decorates the executor function (the batch job's crash points)."""
+    fn = envelope.unpack(name)
+    return env_df.where(env_df["table"] == name).select("table", "payload").mapInArrow(
+        wrap(fn) if wrap else fn, _spark_schema(TABLES[name].schema))
+
+
+def collect_summary(env_df) -> envelope.Summary:
+    """Per-file rows, next offsets and problems of a (persisted) envelope: one small job."""
+    return envelope.summarize(r.asDict() for r in env_df.select(*envelope.SUMMARY_COLUMNS).collect())
+
+
+def _small(tasks: list[dict], small_input_bytes: int) -> bool:
+    total = sum(t["size"] if t["range_end"] < 0 else t["range_end"] - t["range_start"] for t in tasks)
+    return total <= small_input_bytes
+
+
 def ingest(
     spark,
     inputs: list[str],
@@ -106,11 +105,17 @@ def ingest(
     *,
     tables: list[str] | None = None,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
+    small_input_bytes: int = SMALL_INPUT_BYTES,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> IngestResult:
-    """Decode ``inputs`` into Parquet tables under ``out`` (replacing what was there)."""
+    """Decode ``inputs`` into Parquet tables under ``out`` (replacing what was there).
+
+    One Spark job decodes every file for every table. An input of at most
+    ``small_input_bytes`` is brought to the driver in that job and its tables
+    written with pyarrow (no further job); a larger one is persisted and each
+    non-empty table written by Spark from the persisted decode.
+    """
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     t0 = time.monotonic()
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
@@ -121,44 +126,46 @@ def ingest(
     staging = outp.parent / f".{outp.name}.tmp-{run_id}"
     staging.mkdir()
     names = tables or list(TABLES)
-    counts: dict[str, dict[str, int]] = {}
-    problems: dict[str, list[tuple[int, str, str]]] = {}
-    table_rows: dict[str, int] = {}
-    next_offsets: dict[str, int] = {}
+    tasks = [t for t in plan.tasks if any(TABLES[n].accepts(t) for n in names)]
     stage_seconds: dict[str, float] = {}
     try:
-        for i, name in enumerate(names):
+        if progress:
+            progress("decode", 0, 2)
+        ts = time.monotonic()
+        summary = envelope.Summary()
+        written: set[str] = set()
+        if tasks and _small(tasks, small_input_bytes):
+            env = decode_envelope(spark, tasks, names, small=True).toArrow()  # the one job
+            stage_seconds["decode"] = round(time.monotonic() - ts, 3)
             ts = time.monotonic()
             if progress:
-                progress(name, i, len(names))
-            spec = TABLES[name]
-            mine = [t for t in plan.tasks if spec.accepts(t)]
-            full = pa.schema(list(spec.schema) + PROBLEM_COLUMNS)
-            if mine:
-                decoded = _tasks_df(spark, mine).mapInArrow(_decoder(name), _spark_schema(full))
-                decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
-                data = decoded.where(F.col("_problem_kind").isNull()).drop(*[c.name for c in PROBLEM_COLUMNS])
-                data.write.mode("overwrite").parquet(str(staging / name))
-                ok = F.col("_problem_kind").isNull()
-                per_file = [F.count(F.when(ok, 1)).alias("n")]
-                if name == "batches":  # a segment's next offset (files.next_offset), in the same job
-                    per_file.append((F.max(F.when(ok, F.col("last_offset"))) + 1).alias("next_offset"))
-                for r in decoded.groupBy("file").agg(*per_file).collect():
-                    counts.setdefault(r["file"], {})[name] = r["n"]
-                    if name == "batches" and r["next_offset"] is not None:
-                        next_offsets[r["file"]] = r["next_offset"]
-                for r in decoded.where(F.col("_problem_kind").isNotNull()).select(
-                    "file", "_problem_position", "_problem_kind", "_problem_message"
-                ).collect():
-                    problems.setdefault(r["file"], []).append(
-                        (r["_problem_position"], r["_problem_kind"], f"[{name}] {r['_problem_message']}")
-                    )
-                decoded.unpersist()
-            else:  # nothing feeds it: an empty table with the right schema, no Spark job
-                _write_small(spark, spec.schema.empty_table(), staging / name)
-            table_rows[name] = sum(c.get(name, 0) for c in counts.values())
-            stage_seconds[name] = round(time.monotonic() - ts, 3)
-        inventory = build_inventory(plan.files, counts, problems, next_offsets)
+                progress("write", 1, 2)
+            summary = envelope.summarize(env.select(envelope.SUMMARY_COLUMNS).to_pylist())
+            for name, tbl in envelope.tables_of(env, names).items():
+                _write_small(spark, tbl, staging / name)
+                written.add(name)
+            del env
+        elif tasks:
+            env_df = decode_envelope(spark, tasks, names).persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                summary = collect_summary(env_df)  # the decode job; the rest reads the cache
+                stage_seconds["decode"] = round(time.monotonic() - ts, 3)
+                ts = time.monotonic()
+                if progress:
+                    progress("write", 1, 2)
+                rows = summary.table_rows(names)
+                for name in names:
+                    if rows[name]:
+                        table_df(env_df, name).write.mode("overwrite").parquet(str(staging / name))
+                        written.add(name)
+            finally:
+                env_df.unpersist()
+        for name in names:
+            if name not in written:  # nothing feeds it: an empty table with the right schema, no Spark job
+                _write_small(spark, TABLES[name].schema.empty_table(), staging / name)
+        stage_seconds["write"] = round(time.monotonic() - ts, 3)
+        table_rows = summary.table_rows(names)
+        inventory = build_inventory(plan.files, summary.counts, summary.problems, summary.next_offsets)
         _write_small(spark, pa.Table.from_pylist(inventory, schema=FILES_SCHEMA), staging / "files")
         table_rows["files"] = len(inventory)
         manifest = {
@@ -178,12 +185,13 @@ def ingest(
 
 
 def _write_small(spark, table: pa.Table, path: Path) -> None:
-    """Driver-built tables (the inventory) are small: written with pyarrow in the same
-    directory-of-parts layout Spark uses, so every table reads the same way."""
+    """Driver-side tables (the inventory, a small input's decode) written with
+    pyarrow in the directory-of-parts layout and codec Spark uses, so every
+    table reads the same way."""
     import pyarrow.parquet as pq
 
     path.mkdir(parents=True)
-    pq.write_table(table, path / "part-00000.parquet")
+    pq.write_table(table, path / "part-00000.parquet", compression="zstd")
     (path / "_SUCCESS").touch()
 
 

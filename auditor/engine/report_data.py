@@ -42,33 +42,64 @@ def sort_key(v: Any) -> tuple:
     return (1, 0, str(v))
 
 
-def build_report_data(ctx, findings: list[dict]) -> tuple[dict, dict]:
-    """``(summary, plots)`` for the audit of ``ctx``; both plain JSON-able dicts."""
-    stats = replica_stats(ctx)
-    summary = build_summary(ctx, stats)
+def build_report_data(ctx, findings: list[dict], rows: dict[str, list[dict]] | None = None) -> tuple[dict, dict]:
+    """``(summary, plots)`` for the audit of ``ctx``; both plain JSON-able dicts.
+
+    ``rows`` are the results of :func:`summary_queries` when the caller has
+    already collected them (the small-input audit collects them with the
+    findings, in the same Spark job); otherwise they are collected here. The
+    plots need the findings, so their queries are a second job."""
+    from auditor.engine.tuning import collect_many
+
+    if rows is None:
+        rows = collect_many(summary_queries(ctx))
+    stats = rows.get("replica_stats", [])
+    summary = build_summary(ctx, rows)
     plots = build_plots(ctx, findings, stats)
     return summary, plots
 
 
-def replica_stats(ctx) -> list[dict]:
-    """Per replica: batches, segment batches, first/last segment batch timestamp.
+def summary_queries(ctx) -> dict[str, object]:
+    """The queries the summary reads, by name (small results, collected together).
 
-    The one full scan of ``batches`` here; the summary (per log dir) and the
-    plots (time range of each partition with findings) both read it. A row per
-    partition replica, so small enough to collect even for large clusters."""
+    ``replica_stats`` — per replica: batches, segment batches, first/last segment
+    batch timestamp: the one full scan of ``batches`` here; the summary (per log
+    dir) and the plots (time range of each partition with findings) both read it.
+    ``transactions`` — transactions by outcome and commit-marker epoch;
+    ``feature_levels``, ``client_versions`` — the transaction versions the logs
+    show; ``as_of`` — the reference time per cluster."""
     from pyspark.sql import functions as F
 
     if not ctx.has_rows("batches"):
-        return []
+        return {}
     seg = F.col("source") == "segment"
     ts = F.when(seg & (F.col("max_timestamp") >= 0), F.col("max_timestamp"))
-    rows = ctx.table("batches").groupBy(*REPLICA).agg(
+    q = {"replica_stats": ctx.table("batches").groupBy(*REPLICA).agg(
         F.count(F.lit(1)).alias("batches"),
         F.sum(seg.cast("long")).alias("segment_batches"),
         F.min(ts).alias("t0"),
         F.max(ts).alias("t1"),
-    ).collect()
-    return [r.asDict() for r in rows]
+    )}
+    # transactions by outcome, and the commit-marker epoch (TV2 bumps it: marker epoch = data epoch + 1;
+    # with transaction.version 0/1 a commit marker carries the data epoch — aborts can be bumped by
+    # the coordinator fencing a producer under any version, so only commits tell the versions apart)
+    commit = F.col("state") == "commit"
+    q["transactions"] = ctx.transactions.groupBy("cluster_id", "state").agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.when(commit & (F.col("marker_epoch") == F.col("data_epoch_max")), 1).otherwise(0)).alias("same"),
+        F.sum(F.when(commit & (F.col("marker_epoch") == F.col("data_epoch_max") + 1), 1).otherwise(0)).alias("bump"),
+    )
+    if ctx.has_rows("metadata_records"):
+        q["feature_levels"] = (ctx.table("metadata_records")
+                               .where("record_type = 'FEATURE_LEVEL_RECORD' AND feature_name = 'transaction.version'")
+                               .select("cluster_id", "feature_level", "source", "offset", "snapshot_end_offset"))
+    if ctx.has_coordinator_log:
+        q["client_versions"] = (
+            ctx.table("transaction_log")
+            .where("record_type = 'transaction' AND NOT is_tombstone AND client_transaction_version IS NOT NULL")
+            .groupBy("client_transaction_version").agg(F.countDistinct("cluster_id", "transactional_id").alias("ids")))
+    q["as_of"] = ctx.as_of
+    return q
 
 
 # -- summary ------------------------------------------------------------------
@@ -99,10 +130,9 @@ def empty_summary() -> dict[str, Any]:
     }
 
 
-def build_summary(ctx, stats: list[dict] | None = None) -> dict[str, Any]:
-    """What was read and what it shows, small enough for ``_audit.json``."""
-    from pyspark.sql import functions as F
-
+def build_summary(ctx, rows: dict[str, list[dict]]) -> dict[str, Any]:
+    """What was read and what it shows, small enough for ``_audit.json``, from
+    the collected :func:`summary_queries`."""
     manifest = _manifest(ctx)
     summary = empty_summary()
     summary.update(inputs=list(manifest.get("inputs") or []), ingest_run_id=manifest.get("run_id"),
@@ -111,8 +141,7 @@ def build_summary(ctx, stats: list[dict] | None = None) -> dict[str, Any]:
         return summary
 
     per_dir: dict[tuple, dict] = {}
-    for r in stats if stats is not None else replica_stats(ctx):
-        r = dict(r)
+    for r in rows.get("replica_stats", []):
         d = per_dir.setdefault((r.get("cluster_id"), r.get("broker_id"), r.get("log_dir")), {
             "cluster_id": r.get("cluster_id"), "broker_id": r.get("broker_id"), "log_dir": r.get("log_dir"),
             "partitions": 0, "batches": 0, "first_ms": None, "last_ms": None})
@@ -138,19 +167,9 @@ def build_summary(ctx, stats: list[dict] | None = None) -> dict[str, Any]:
     lasts = [x["last_ms"] for x in brokers if x["last_ms"] is not None]
     summary["time_range"] = {"first_ms": min(firsts) if firsts else None, "last_ms": max(lasts) if lasts else None}
 
-    # transactions by outcome, and the commit-marker epoch (TV2 bumps it: marker epoch = data epoch + 1;
-    # with transaction.version 0/1 a commit marker carries the data epoch — aborts can be bumped by
-    # the coordinator fencing a producer under any version, so only commits tell the versions apart)
-    t = ctx.transactions
-    commit = F.col("state") == "commit"
-    rows = t.groupBy("cluster_id", "state").agg(
-        F.count(F.lit(1)).alias("n"),
-        F.sum(F.when(commit & (F.col("marker_epoch") == F.col("data_epoch_max")), 1).otherwise(0)).alias("same"),
-        F.sum(F.when(commit & (F.col("marker_epoch") == F.col("data_epoch_max") + 1), 1).otherwise(0)).alias("bump"),
-    ).collect()
     states: dict[str, int] = {}
     per_cluster: dict[str, dict[str, int]] = {}
-    for r in rows:
+    for r in rows.get("transactions", []):
         state = r["state"] if r["state"] is not None else "unknown"
         states[state] = states.get(state, 0) + int(r["n"])
         pc = per_cluster.setdefault(r["cluster_id"], {"same_epoch": 0, "epoch_bump": 0})
@@ -166,10 +185,10 @@ def build_summary(ctx, stats: list[dict] | None = None) -> dict[str, Any]:
     if tv["commit_markers"]["epoch_bump"]:
         seen.add("2")
     tv["seen"] = sorted(seen)
-    tv["feature_levels"] = _feature_levels(ctx)
-    tv["client_versions"] = _client_versions(ctx)
+    tv["feature_levels"] = _feature_levels(rows.get("feature_levels", []))
+    tv["client_versions"] = _client_versions(rows.get("client_versions", []))
 
-    as_of = {r["cluster_id"]: r["as_of_ms"] for r in ctx.as_of.collect()}
+    as_of = {r["cluster_id"]: r["as_of_ms"] for r in rows.get("as_of", [])}
     clusters = sorted({x["cluster_id"] for x in brokers if x["cluster_id"] is not None} | set(as_of), key=sort_key)
     summary["clusters"] = [{
         "cluster_id": c,
@@ -181,14 +200,9 @@ def build_summary(ctx, stats: list[dict] | None = None) -> dict[str, Any]:
     return summary
 
 
-def _feature_levels(ctx) -> dict[str, int]:
+def _feature_levels(rows: list[dict]) -> dict[str, int]:
     """Latest finalized ``transaction.version`` per cluster from the metadata log
     (a FeatureLevelRecord; snapshot rows count as of their snapshot's end offset)."""
-    if not ctx.has_rows("metadata_records"):
-        return {}
-    rows = (ctx.table("metadata_records")
-            .where("record_type = 'FEATURE_LEVEL_RECORD' AND feature_name = 'transaction.version'")
-            .select("cluster_id", "feature_level", "source", "offset", "snapshot_end_offset").collect())
     best: dict[str, tuple[int, int]] = {}
     for r in rows:
         if r["feature_level"] is None:
@@ -199,18 +213,11 @@ def _feature_levels(ctx) -> dict[str, int]:
     return {c: lvl for c, (_, lvl) in sorted(best.items(), key=lambda kv: sort_key(kv[0]))}
 
 
-def _client_versions(ctx) -> dict[str, int]:
+def _client_versions(rows: list[dict]) -> dict[str, int]:
     """Transactional ids per client transaction version the coordinator recorded
     (``client_transaction_version``, value version 1 records only)."""
-    from pyspark.sql import functions as F
-
-    if not ctx.has_coordinator_log:
-        return {}
-    rows = (ctx.table("transaction_log")
-            .where("record_type = 'transaction' AND NOT is_tombstone AND client_transaction_version IS NOT NULL")
-            .groupBy("client_transaction_version").agg(F.countDistinct("cluster_id", "transactional_id").alias("ids"))
-            .collect())
-    return {str(r["client_transaction_version"]): int(r["ids"]) for r in sorted(rows, key=lambda r: sort_key(r[0]))}
+    rows = sorted(rows, key=lambda r: sort_key(r["client_transaction_version"]))
+    return {str(r["client_transaction_version"]): int(r["ids"]) for r in rows}
 
 
 # -- plots --------------------------------------------------------------------
@@ -247,8 +254,9 @@ def _join_replica(df, small):
     return df.join(small, cond, "inner").drop(*[f"_k_{c}" for c in REPLICA])
 
 
-def build_plots(ctx, findings: list[dict], stats: list[dict] | None = None) -> dict[str, Any]:
-    """LSO-lag series and producer sessions for the partitions with findings."""
+def build_plots(ctx, findings: list[dict], stats: list[dict]) -> dict[str, Any]:
+    """LSO-lag series and producer sessions for the partitions with findings
+    (``stats``: the collected ``replica_stats`` query); one Spark job."""
     keys, omitted = affected_partitions(findings)
     plots: dict[str, Any] = {"version": REPORT_DATA_VERSION, "lso_buckets": LSO_BUCKETS,
                              "max_session_transactions": MAX_SESSION_TRANSACTIONS,
@@ -264,7 +272,7 @@ def build_plots(ctx, findings: list[dict], stats: list[dict] | None = None) -> d
     b = (ctx.table("batches").where("source = 'segment' AND max_timestamp >= 0")
          .select(*REPLICA, "last_offset", "max_timestamp").join(keys_df, on, "inner"))
     wanted = set(keys)
-    ranges = [r for r in (stats if stats is not None else replica_stats(ctx))
+    ranges = [r for r in stats
               if (r.get("cluster_id"), r.get("topic"), r.get("partition")) in wanted
               and r.get("t0") is not None and r.get("t1") is not None]
     if not ranges:
@@ -282,12 +290,12 @@ def build_plots(ctx, findings: list[dict], stats: list[dict] | None = None) -> d
 
     # log end offset at the end of each time bucket (max offset appended in it; made monotonic below)
     ends = (_join_replica(b, rng).groupBy(*REPLICA, bucket(F.col("max_timestamp")).alias("bucket"))
-            .agg((F.max("last_offset") + 1).alias("end")).collect())
+            .agg((F.max("last_offset") + 1).alias("end")))
 
     # open transactions at the end of each bucket: the earliest one pins the LSO (the model's rule)
     tx = _join_replica(ctx.transactions.where("first_offset IS NOT NULL"), rng)
     b_last = F.when(F.col("marker_timestamp").isNull(), F.lit(n - 1)).otherwise(bucket(F.col("marker_timestamp")) - 1)
-    pins = pins_by_bucket(tx, bucket(F.col("first_timestamp")), b_last).collect()
+    pins = pins_by_bucket(tx, bucket(F.col("first_timestamp")), b_last)
 
     # producer sessions: every open transaction plus the newest others
     w = Window.partitionBy(*REPLICA).orderBy(F.coalesce("first_offset", "marker_offset").desc())
@@ -304,11 +312,14 @@ def build_plots(ctx, findings: list[dict], stats: list[dict] | None = None) -> d
                     F.col("data_epoch_max").alias("producer_epoch"), "marker_epoch", "state",
                     "first_offset", F.col("last_data_offset").alias("last_offset"), "first_timestamp",
                     F.col("last_data_timestamp").alias("last_timestamp"), "marker_offset", "marker_type",
-                    "marker_timestamp", "coordinator_epoch", "data_batches")
-            .collect())
+                    "marker_timestamp", "coordinator_epoch", "data_batches"))
 
     hw_rows = _join_replica(ctx.partitions, rng.select(*REPLICA)).select(
-        *REPLICA, "high_watermark", "log_end_offset", "log_start_offset").collect()
+        *REPLICA, "high_watermark", "log_end_offset", "log_start_offset")
+    from auditor.engine.tuning import collect_many
+
+    got = collect_many({"ends": ends, "pins": pins, "sessions": sess, "hw": hw_rows})
+    ends, pins, sess, hw_rows = got["ends"], got["pins"], got["sessions"], got["hw"]
 
     def key(r) -> tuple:
         return tuple(r[c] for c in REPLICA)
@@ -322,7 +333,7 @@ def build_plots(ctx, findings: list[dict], stats: list[dict] | None = None) -> d
     sess_by: dict[tuple, list] = {}
     totals: dict[tuple, int] = {}
     for r in sess:
-        d = r.asDict()
+        d = dict(r)
         totals[key(r)] = int(d.pop("_total"))
         for c in REPLICA:
             d.pop(c)

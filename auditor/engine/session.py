@@ -39,6 +39,9 @@ _LOCAL_DEFAULTS = {
     "spark.sql.sources.partitionOverwriteMode": "static",
     "spark.python.worker.reuse": "true",
     "spark.ui.showConsoleProgress": "false",
+    # each DataFrame call would also send its Python call site to the JVM: three times the
+    # Py4J round trips while the rules build their queries
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 
@@ -116,6 +119,7 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
         # launched by spark-submit: its --master/--conf already configure the JVM
         builder = SparkSession.builder.appName(app_name)
         settings = dict(conf or {})
+        settings.setdefault("spark.python.sql.dataFrameDebugging.enabled", "false")
         if _jvm_can_load(DELTA_EXTENSION):  # --jars/--packages brought Delta
             from pyspark import SparkConf
 

@@ -45,6 +45,8 @@ class AuditContext:
         self.tables_dir = Path(tables_dir)
         self.options = options or AuditOptions()
         self._persisted: list = []
+        self._loaded: dict[str, object] = {}
+        self._tables: dict[str, object] = {}
 
     # -- tables ------------------------------------------------------------
     def table(self, name: str):
@@ -60,6 +62,11 @@ class AuditContext:
           an overlapping segment too. Every row stays in the tables (``files``
           lists each file; ``txn-audit tables`` says which are not live and why).
         """
+        if name not in self._tables:
+            self._tables[name] = self._live_table(name)
+        return self._tables[name]
+
+    def _live_table(self, name: str):
         from pyspark.sql import functions as F
 
         df = self.load(name)
@@ -96,19 +103,15 @@ class AuditContext:
         """Every inventoried file's place in the live log (:func:`livelog.decide`),
         from the ``files`` inventory and the recovery points: one small read of
         each. None when there is no inventory (hand-made tables)."""
-        try:
-            inv = self.load("files")
-        except Exception:  # noqa: BLE001 - no inventory: table() falls back to directory names
-            return None
-        if "path" not in inv.columns or "dir_status" not in inv.columns:
-            return None
-        want = [c for c in ("path", "log_dir", "topic", "partition", "dir_status", "kind", "file_status", "base_offset",
-                            "status", "error_position", "next_offset") if c in inv.columns]
-        rows = [r.asDict() for r in inv.select(*want).collect()]
+        want = ("path", "log_dir", "topic", "partition", "dir_status", "kind", "file_status", "base_offset",
+                "status", "error_position", "next_offset")
+        rows = self.small_rows("files", want)
+        if rows is None or (rows and ("path" not in rows[0] or "dir_status" not in rows[0])):
+            return None  # no inventory: table() falls back to directory names
         recovery = {}
         if any(r.get("kind") == "recovery-point-offset-checkpoint" for r in rows) and self.has_rows("checkpoints"):
-            cp = self.load("checkpoints").where("checkpoint_kind = 'recovery-point-offset'")
-            recovery = recovery_points(cp.select("checkpoint_kind", "log_dir", "topic", "partition", "offset").collect())
+            cp = self.small_rows("checkpoints", ("checkpoint_kind", "log_dir", "topic", "partition", "offset")) or []
+            recovery = recovery_points([r for r in cp if r.get("checkpoint_kind") == "recovery-point-offset"])
         swaps = [r["path"] for r in rows if r.get("file_status") == "swap" and r.get("kind") == "segment"
                  and r.get("next_offset") is None]
         nxt = {}
@@ -119,10 +122,30 @@ class AuditContext:
                    .agg((F.max("last_offset") + 1).alias("n")).collect()}
         return decide(rows, recovery_points=recovery, next_offsets=nxt)
 
+    def small_rows(self, name: str, columns: tuple[str, ...]) -> list[dict] | None:
+        """The rows of a small table (the inventory, checkpoints) as dicts, with those
+        of ``columns`` it has; None if the table is missing. Read with pyarrow on the
+        driver: no Spark job (the Delta context reads them through Spark)."""
+        import pyarrow.dataset as ds
+
+        path = self.tables_dir / name
+        if not path.is_dir():
+            return None
+        try:
+            d = ds.dataset(str(path), format="parquet", exclude_invalid_files=True)
+            return d.to_table(columns=[c for c in columns if c in d.schema.names]).to_pylist()
+        except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) for a bad footer
+            raise RuntimeError(f"{path}: unreadable table: {exc}") from exc
+
     def load(self, name: str):
-        """The table as stored: a Parquet directory here; the scheduled batch job's
-        context (``auditor.batch.audit``) reads Delta tables instead."""
-        return self.spark.read.parquet(str(self.tables_dir / name))
+        """The table as stored: a Parquet directory here (read once per audit); the
+        scheduled batch job's context (``auditor.batch.audit``) reads Delta tables instead."""
+        if name not in self._loaded:
+            path = self.tables_dir / name
+            schema = _parquet_schema(path)
+            reader = self.spark.read if schema is None else self.spark.read.schema(schema)
+            self._loaded[name] = reader.parquet(str(path))
+        return self._loaded[name]
 
     @cached_property
     def table_rows(self) -> dict[str, int]:
@@ -223,9 +246,13 @@ class AuditContext:
         return self.has_rows("transaction_log")
 
     @cached_property
-    def coordinator_partitions(self) -> int:
-        """How many ``__transaction_state`` partitions the dump holds records of."""
-        return self.table("transaction_log").select("partition").distinct().count()
+    def coordinator_partitions(self):
+        """One row, one column ``coordinator_partitions``: how many ``__transaction_state``
+        partitions the dump holds records of (a DataFrame, so a rule can cross-join
+        it without a Spark job of its own)."""
+        from pyspark.sql import functions as F
+
+        return self.table("transaction_log").agg(F.countDistinct("partition").alias("coordinator_partitions"))
 
     @cached_property
     def coordinator_latest(self):
@@ -326,3 +353,19 @@ class AuditContext:
         c = c.withColumn("_rn", F.row_number().over(w)).where("_rn = 1")
         return c.select("cluster_id", F.col("config_resource_name").alias("topic"),
                         F.coalesce(F.col("config_value").contains("compact"), F.lit(False)).alias("config_compact"))
+
+
+def _parquet_schema(path: Path):
+    """The Spark schema of a table directory, from one part file's footer read on
+    the driver: every part of a table has the writer's schema, and Spark would
+    otherwise run a job to infer it at every read. None if no part file is readable
+    (Spark then infers it, or reports the directory)."""
+    try:
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        part = next(p for p in sorted(path.iterdir()) if p.suffix == ".parquet" and not p.name.startswith(("_", ".")))
+        return from_arrow_schema(pq.read_schema(part))
+    except (OSError, StopIteration, ValueError, TypeError):
+        return None
+

@@ -1,0 +1,65 @@
+"""Spark settings chosen from the input size.
+
+Spark's defaults are sized for large data: adaptive execution re-plans at every
+shuffle (one job per query stage), small sides are broadcast (one job each),
+and every stage is compiled to Java byte code. On an interactive scan of a
+small dump that overhead is nearly all the time spent: a few thousand rows
+need none of it. Audits of at most :data:`SMALL_AUDIT_BATCHES` batches run
+under :data:`SMALL_SQL_CONF` (restored afterwards: the session may be shared),
+with the rules' queries collected together (``auditor.engine.audit``); larger
+ones keep Spark's settings and run rule by rule.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Mapping
+
+SMALL_AUDIT_BATCHES = 200_000
+
+SMALL_SQL_CONF: dict[str, str] = {
+    "spark.sql.adaptive.enabled": "false",  # one job per query, not one per shuffle stage
+    "spark.sql.autoBroadcastJoinThreshold": "-1",  # no broadcast jobs...
+    "spark.sql.optimizer.disableHints": "true",  # ...not even for hinted joins
+    "spark.sql.shuffle.partitions": "1",  # one task per stage
+    "spark.sql.codegen.wholeStage": "false",  # interpret: compiling costs more than a few rows take
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+
+
+@contextmanager
+def sql_conf(spark, conf: Mapping[str, str]) -> Iterator[None]:
+    """Run the block with the session's SQL settings ``conf``; the previous values after."""
+    before: dict[str, str | None] = {}
+    for k, v in conf.items():
+        before[k] = spark.conf.get(k, None)
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+def collect_many(queries: Mapping[str, object]) -> dict[str, list[dict]]:
+    """Collect several DataFrames in one Spark job: each row travels as JSON
+    (nulls kept) tagged with its query's name; returns plain dicts per name.
+    Values come back as JSON types: numbers, strings, booleans, nested dicts
+    for structs and maps, lists for arrays."""
+    import json
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    out: dict[str, list[dict]] = {name: [] for name in queries}
+    if not queries:
+        return out
+    parts = [df.select(F.lit(name).alias("_q"),
+                       F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns]), {"ignoreNullFields": "false"}).alias("_j"))
+             for name, df in queries.items()]
+    for row in reduce(lambda a, b: a.union(b), parts).collect():
+        out[row["_q"]].append(json.loads(row["_j"]))
+    return out
