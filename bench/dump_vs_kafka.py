@@ -99,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         libs = kafka_libs()
         java = ["java", "-Xmx512m", "-cp", f"{libs}/*", MAIN]
         ours = [sys.executable, "-m", "auditor.cli.main", "dump"]
+        # byte-compiled as an installed wheel is (pip compiles on install): with
+        # PYTHONDONTWRITEBYTECODE set, every run would otherwise compile the package anew
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "auditor")], check=True,
+                       stdout=subprocess.DEVNULL)
         gen = directory / "gen"
         gen.mkdir(exist_ok=True)
         large_mib = a.large_mib or (64 if a.quick else 1024)

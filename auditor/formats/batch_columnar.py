@@ -56,7 +56,7 @@ import threading
 import zlib
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, Union
 
-import crc32c
+from auditor.formats.crc import crc32c
 import numpy as np
 
 from auditor.formats.batch import (
@@ -575,7 +575,7 @@ class _Decoder:
             stops = ends[rest].tolist()
             src = self.buf if self.mm is not None and m[rest].mean() < _COPY_CRC_BELOW else self.view
             out[rest] = np.fromiter(
-                map(crc32c.crc32c, map(src.__getitem__, map(slice, starts, stops))),  # type: ignore[union-attr]
+                map(crc32c, map(src.__getitem__, map(slice, starts, stops))),  # type: ignore[union-attr]
                 dtype=np.int64, count=len(starts),
             )
         return out
@@ -645,7 +645,7 @@ def _merge_legacy(cols: dict[str, np.ndarray], n: int, legacy: list[tuple[int, t
 _CRC_POLY = 0x82F63B78
 _PAIR_TABLES: list[np.ndarray] = []  # [i][w]: raw CRC of pair w (LE) followed by 2*i zero bytes
 _PAIR_TABLES_LOCK = threading.Lock()
-_ZERO_CRCS = np.array([crc32c.crc32c(bytes(m)) for m in range(_VEC_CRC_MAX + 2)], dtype=np.uint32)
+_ZERO_CRCS = np.array([crc32c(bytes(m)) for m in range(_VEC_CRC_MAX + 2)], dtype=np.uint32)
 
 
 def _byte_tables(count: int) -> np.ndarray:
