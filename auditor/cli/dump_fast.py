@@ -83,7 +83,7 @@ def _payload(f: BinaryIO, h: _Header) -> bytes:
 
 
 # plain reads (the active segment): bytes read per window, and the biggest window an entry may ask for
-_WINDOW = 16 << 20
+_WINDOW = 8 << 20  # the CRC then reads what the copy left in the cache: ~0.1 CPU-s/GiB less than 16 MiB
 _MAX_WINDOW = 256 << 20
 
 
@@ -109,6 +109,7 @@ def _columns(task: dict, f: BinaryIO, verify_crc: bool = True) -> Iterator:
     stop = size if end is None else min(end, size)
     pos, want = start, _WINDOW
     space = bytearray(min(want, max(size - pos, 0)))  # reused: fresh pages per window cost page faults
+    guess: tuple[int, int] | None = None  # the walk's adaptive stretches, carried from window to window
     while pos < stop:
         if len(space) < min(size - pos, want):
             space = bytearray(min(size - pos, want))
@@ -121,16 +122,19 @@ def _columns(task: dict, f: BinaryIO, verify_crc: bool = True) -> Iterator:
             return
         buf = memoryview(space)[:got]
         dec = _Decoder(buf, got, None, verify_crc)
+        if guess is not None:
+            dec.guess, dec.scalar = guess
         last, problem = pos, None
         try:
             for item in dec.run(0, min(stop - pos, len(buf)), 65536):
                 if isinstance(item, LogProblem):
                     problem = item
                     break
-                item["position"] = item["position"] + pos
+                item["position"] += pos
                 last = int(item["position"][-1]) + int(item["size"][-1])
                 yield item
         finally:
+            guess = dec.guess, dec.scalar
             dec.release()
             buf.release()
         if problem is None:

@@ -337,6 +337,11 @@ class _Decoder:
                 if took == k:
                     self.guess = min(2 * self.guess, _GUESS_MAX)
                     continue
+                if pos + unpack(self.buf, pos + 8)[0] + LOG_OVERHEAD > self.size:
+                    # that entry runs past the end of the buffer (a read window's end, a
+                    # file cut short): the exact slow path decides it, and it says nothing
+                    # about the lengths to come, so the stretches are kept as they are
+                    return pos
                 self.guess = _GUESS_MIN
                 self.scalar = _SCALAR_MIN if took >= _GUESS_MIN // 2 else min(2 * self.scalar, _SCALAR_MAX)
             before = chunk.rows
