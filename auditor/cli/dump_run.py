@@ -152,6 +152,13 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
     sys.exit(1 if bad else 0)
 
 
+def preload() -> None:
+    """Import what a dump of segments needs (numpy, the decoders), as :func:`run` would."""
+    _import_numpy_single_threaded()
+    import auditor.cli.dump_fast  # noqa: F401
+    import auditor.ingest.plan  # noqa: F401
+
+
 def _import_numpy_single_threaded() -> None:
     """Import numpy with its BLAS thread pool at one thread (unless the user set it).
 
