@@ -66,8 +66,12 @@ def run(cmd: list[str], out_path: Path) -> dict:
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         raise SystemExit(f"{cmd[:4]}... exited {code}: {err[-1500:]}")
-    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_mib": int(rss_file.read_text().split()[-1]) / 1024,
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "sys": ru.ru_stime, "rss_mib": int(rss_file.read_text().split()[-1]) / 1024,
             "out_bytes": out_path.stat().st_size}
+
+
+def _cpus(runs: list[dict]) -> str:
+    return " ".join(f"{r['cpu']:.2f}" for r in runs)
 
 
 def place(directory: Path, name: str, src: Path, inactive: bool) -> Path:
@@ -99,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         libs = kafka_libs()
         java = ["java", "-Xmx512m", "-cp", f"{libs}/*", MAIN]
         ours = [sys.executable, "-m", "auditor.cli.main", "dump"]
+        # byte-compiled as an installed wheel is (pip compiles on install): with
+        # PYTHONDONTWRITEBYTECODE set, every run would otherwise compile the package anew
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "auditor")], check=True,
+                       stdout=subprocess.DEVNULL)
         gen = directory / "gen"
         gen.mkdir(exist_ok=True)
         large_mib = a.large_mib or (64 if a.quick else 1024)
@@ -128,12 +136,13 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(a.repeat):
                 runs["kafka"].append(run([*java, *kflags, "--files", str(seg)], out_file))
                 runs["ours"].append(run([*ours, *oflags, str(seg)], out_file))
-            med = {tool: {k: statistics.median(r[k] for r in rs) for k in ("wall", "cpu", "rss_mib", "out_bytes")}
+            med = {tool: {k: statistics.median(r[k] for r in rs) for k in ("wall", "cpu", "sys", "rss_mib", "out_bytes")}
                    for tool, rs in runs.items()}
             rows.append((name, seg.stat().st_size, batches, med))
             k, o = med["kafka"], med["ours"]
-            print(f"  {name}: kafka {k['cpu']:.2f} cpu-s / {k['wall']:.2f} s, ours {o['cpu']:.2f} cpu-s / "
-                  f"{o['wall']:.2f} s", flush=True)
+            print(f"  {name}: kafka {k['cpu']:.2f} cpu-s ({k['sys']:.2f} sys) / {k['wall']:.2f} s, ours {o['cpu']:.2f} "
+                  f"cpu-s ({o['sys']:.2f} sys) / {o['wall']:.2f} s; every run's cpu-s: kafka "
+                  f"{_cpus(runs['kafka'])}, ours {_cpus(runs['ours'])}", flush=True)
         out_file.unlink(missing_ok=True)
 
         print()

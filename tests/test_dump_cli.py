@@ -81,3 +81,35 @@ def test_dump_table_format():
     res = CliRunner().invoke(cli, ["dump", "--format", "table", str(CMD)])
     assert res.exit_code == 0
     assert res.stdout.count("COMMIT") == 9
+
+
+def test_plain_dump_argv_runs_without_click_and_others_go_to_click(tmp_path):
+    from auditor.cli.main import _plain_dump
+
+    f = str(CMD)
+    assert _plain_dump(["dump", f]) == ([f], False)
+    assert _plain_dump(["dump", "--records", f, f]) == ([f, f], True)
+    assert _plain_dump(["dump", f, "--records"]) == ([f], True)
+    for args in (["dump"], ["dump", "--records"], ["dump", "--format", "jsonl", f], ["dump", "-h"], ["dump", "--", f],
+                 ["dump", "-"], ["dump", ""], ["tables", f], [], ["dump", "--format=table", f]):
+        assert _plain_dump(args) is None, args
+
+
+def test_plain_dump_writes_what_the_click_command_writes(tmp_path):
+    """Whole processes: ``dump FILE...`` (click-free) and ``dump --format jsonl FILE...`` (click)
+    write the same bytes, the same problems and the same exit status, records or not."""
+    import subprocess
+    import sys
+
+    from conftest import PROJECT
+
+    d = tmp_path / "orders-0"
+    d.mkdir()
+    cut = d / "00000000000000000000.log"
+    cut.write_bytes(data_batch(0, 2) + marker(2, 7, 1, commit=False) + data_batch(3, 2)[:-7])
+    for extra in ([], ["--records"]):
+        got = [subprocess.run([sys.executable, "-m", "auditor.cli.main", "dump", *fmt, *extra, str(cut), str(TXN)],
+                              capture_output=True, cwd=PROJECT) for fmt in ([], ["--format", "jsonl"])]
+        assert got[0].returncode == got[1].returncode == 1
+        assert got[0].stdout == got[1].stdout and got[0].stdout
+        assert got[0].stderr == got[1].stderr and b"truncated" in got[0].stderr

@@ -95,3 +95,33 @@ def test_choice_and_object_parts():
     assert got == [json.dumps({"x": v}).encode() for v in vals]
     flags = np.array([True, False, False, True])
     assert jc.render(4, [jc.bool_part(flags), b"\n"]).splitlines() == [b"true", b"false", b"false", b"true"]
+
+
+@pytest.mark.parametrize("fail", [OSError(5, "Input/output error"), ValueError("boom")])
+def test_a_read_failure_after_small_chunks_writes_them_first(monkeypatch, fail):
+    """Small chunks wait to be formatted together (``_FORMAT_ROWS``); a failure while
+    reading the next one still gets every line decoded before it, then the problem --
+    what formatting each chunk at once writes."""
+    task = max((t for t in _tasks(PROJECT / "sample_logs") if t["kind"] == "segment"), key=lambda t: t["size"])
+    real = dump_fast._columns
+    chunks = [c for c in real(task, open(task["path"], "rb")) if isinstance(c, dict)]
+    assert sum(len(c["position"]) for c in chunks) >= 3
+
+    def failing(task, f, verify_crc=True):
+        for c in real(task, f, verify_crc):
+            if not isinstance(c, dict):
+                break
+            for i in range(len(c["position"])):  # one-row chunks, then the failure
+                yield {k: v[i:i + 1] for k, v in c.items()}
+        raise fail
+
+    monkeypatch.setattr(dump_fast, "_columns", failing)
+    runs = []
+    for rows in (1, 1 << 20):
+        monkeypatch.setattr(dump_fast, "_FORMAT_ROWS", rows)
+        out = io.BytesIO()
+        problems = list(dump_fast.write_batches(task, out))
+        runs.append((out.getvalue(), problems))
+    assert runs[0] == runs[1]
+    assert runs[0][0].count(b"\n") == sum(len(c["position"]) for c in chunks)
+    assert runs[0][1][-1]["kind"] == ("io-error" if isinstance(fail, OSError) else "internal-error")

@@ -1,106 +1,22 @@
-"""``txn-audit dump``: a structured, faster ``kafka-dump-log``.
-
-One JSON object per batch (and per record with ``--records``), with snake_case
-versions of Kafka's field names. Works on any file ingestion understands
-(segments, KRaft snapshots, producer snapshots, indexes, checkpoints): each is
-run through the same table decoders as ``ingest``, so the dump and the tables
-always agree. No Spark is started.
-
-Segments and KRaft snapshots take a fast path (:mod:`auditor.cli.dump_fast`):
-the columnar header decoder (mmap + numpy) and JSON lines formatted
-vectorised, byte for byte what the per-object path below writes
-(``tests/test_dump_columnar.py``). This module imports neither pyarrow nor
-rich unless a problem is reported, a table is asked for or a file needs the
-generic decoders.
-"""
+"""``txn-audit dump``: the click command. What it does is :mod:`auditor.cli.dump_run`
+(click-free, so a plain ``txn-audit dump FILE`` starts without click: see
+:func:`auditor.cli.main.main`)."""
 
 from __future__ import annotations
 
-import json
-import sys
-from typing import Iterator
-
 import click
 
-_INTERNAL = ("__transaction_state", "__consumer_offsets", "__cluster_metadata")
-_TABLE_COLUMNS = {  # column -> short header
-    "position": "position", "base_offset": "base", "last_offset": "last", "record_count": "count",
-    "producer_id": "producerId", "producer_epoch": "epoch", "base_sequence": "baseSeq",
-    "last_sequence": "lastSeq", "is_transactional": "txn", "is_control": "ctl",
-    "control_type": "marker", "coordinator_epoch": "coordEpoch", "compression": "codec", "crc_valid": "crcOk",
-}
-
-
-def _records(task: dict) -> Iterator[dict]:
-    """Generic per-record objects (offset, timestamp, sizes, sequence, header keys)."""
-    from auditor.ingest import segments
-
-    with open(task["path"], "rb") as f:
-        for item in segments.iter_data_records(f, task["size"]):
-            if not isinstance(item, tuple):
-                continue  # problems are reported by the batch pass
-            h, rec = item
-            yield {
-                "type": "record",
-                "offset": rec.offset,
-                "timestamp": rec.timestamp,
-                "sequence": rec.sequence,
-                "key_size": -1 if rec.key is None else len(rec.key),
-                "value_size": -1 if rec.value is None else len(rec.value),
-                "header_keys": [k for k, _ in rec.headers],
-                "batch_base_offset": h.base_offset,
-            }
-
-
-def _table_objects(task: dict, name: str, spec) -> Iterator[dict]:
-    from auditor.ingest.context import CONTEXT_COLUMNS
-    from auditor.ingest.tables import iter_rows
-
-    ctx = {c.name for c in CONTEXT_COLUMNS}
-    for row in iter_rows(spec, task):
-        if row.get("_problem_kind"):
-            yield {"type": "problem", "file": task["path"], "table": name, "kind": row["_problem_kind"],
-                   "position": row["_problem_position"], "message": row["_problem_message"]}
-            continue
-        obj = {"type": "batch" if name == "batches" else name}
-        obj.update({k: v for k, v in row.items() if k not in ctx and not k.startswith("_problem")})
-        yield obj
-
-
-def _objects(task: dict, with_records: bool) -> Iterator[dict]:
-    """The per-object path: every object of a file as a dict (the reference the fast path is tested against)."""
-    from auditor.ingest.tables import TABLES
-
-    for name, spec in TABLES.items():
-        if not spec.accepts(task):
-            continue
-        if name != "batches" and task["kind"] == "segment" and not with_records:
-            continue  # internal-topic record decoders only with --records
-        yield from _table_objects(task, name, spec)
-    if with_records and task["kind"] in ("segment", "kraft-snapshot") and task.get("topic") not in _INTERNAL:
-        yield from _records(task)
-
-
-def _fast_items(task: dict, with_records: bool, out) -> Iterator[dict]:
-    """The fast path for segments and KRaft snapshots: lines go straight to
-    ``out``; problems (and objects of the internal-topic tables) are yielded."""
-    from auditor.cli import dump_fast
-
-    yield from dump_fast.write_batches(task, out)
-    if task["kind"] != "segment" or with_records:  # internal-topic record decoders only with --records
-        from auditor.ingest.tables import TABLES
-
-        for name, spec in TABLES.items():
-            if name != "batches" and spec.accepts(task):
-                yield from _table_objects(task, name, spec)
-    if with_records and task.get("topic") not in _INTERNAL:
-        dump_fast.write_records(task, out)
-
-
-def _problem(obj: dict) -> None:
-    from auditor.cli.console import err, safe
-
-    err.print(f"[red]{safe(obj['kind'])}[/red] {safe(obj['file'])} at byte {obj['position']}: {safe(obj['message'])}")
+# the per-object path and its helpers, where tests and callers have always found them
+from auditor.cli.dump_run import (  # noqa: F401
+    _TABLE_COLUMNS,
+    _fast_items,
+    _json_default,
+    _objects,
+    _problem,
+    _records,
+    _table_objects,
+    run,
+)
 
 
 @click.command("dump")
@@ -112,51 +28,4 @@ def dump_cmd(files, fmt, records) -> None:
 
     Problems go to stderr with path and byte position; exit status 1 if any.
     """
-    from auditor.ingest.plan import make_plan
-
-    plan = make_plan(list(files), split_bytes=1 << 62)
-    bad = False
-    table = None
-    if fmt == "table":
-        from rich.table import Table
-
-        from auditor.cli.console import safe
-
-        table = Table(show_lines=False)
-        for c in ["file", *_TABLE_COLUMNS.values()]:
-            table.add_column(c, overflow="fold")
-    sys.stdout.flush()
-    out = sys.stdout.buffer
-    by_path = {t["path"]: t for t in plan.tasks}
-    for fi in plan.files:
-        task = by_path.get(fi.path)
-        if task is None:
-            bad = True
-            from auditor.cli.console import err, safe
-
-            err.print(f"[yellow]skipped[/yellow] {safe(fi.path)}: {safe(fi.note or 'not a Kafka file this tool decodes')}")
-            continue
-        fast = table is None and task["kind"] in ("segment", "kraft-snapshot")
-        for obj in (_fast_items(task, records, out) if fast else _objects(task, records)):
-            if obj["type"] == "problem":
-                bad = True
-                out.flush()
-                _problem(obj)
-                continue
-            if table is not None:
-                if obj["type"] == "batch":
-                    table.add_row(safe(fi.path.rsplit("/", 1)[-1]), *["" if obj.get(c) is None else safe(obj.get(c)) for c in _TABLE_COLUMNS])
-            else:
-                out.write((json.dumps(obj, default=_json_default) + "\n").encode())
-    out.flush()
-    if table is not None:
-        from auditor.cli.console import wide
-
-        wide().print(table)
-    sys.exit(1 if bad else 0)
-
-
-def _json_default(v):
-    if isinstance(v, (bytes, bytearray)):
-        return v.hex()
-    return str(v)
+    run(files, fmt, records)

@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass, asdict
 from typing import BinaryIO, Iterator
 
-import crc32c
+from auditor.formats.crc import crc32c
 
 from auditor.errors import DecodeError, TruncatedError
 from auditor.formats.codecs import codec_name
@@ -127,7 +127,7 @@ def is_zero_range(f: BinaryIO, start: int, end: int) -> bool:
 
 def _crc32c_range(f: BinaryIO, start: int, length: int, first: bytes) -> tuple[int, int]:
     """CRC-32C over ``first`` + the next ``length`` bytes at ``start``; returns (crc, bytes read)."""
-    value = crc32c.crc32c(first)
+    value = crc32c(first)
     f.seek(start)
     left = length
     read = 0
@@ -135,7 +135,7 @@ def _crc32c_range(f: BinaryIO, start: int, length: int, first: bytes) -> tuple[i
         chunk = f.read(min(left, _CHUNK))
         if not chunk:
             break
-        value = crc32c.crc32c(chunk, value=value)
+        value = crc32c(chunk, value=value)
         left -= len(chunk)
         read += len(chunk)
     return value, read

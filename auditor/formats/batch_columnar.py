@@ -56,7 +56,7 @@ import threading
 import zlib
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, Union
 
-import crc32c
+from auditor.formats.crc import crc32c
 import numpy as np
 
 from auditor.formats.batch import (
@@ -139,6 +139,10 @@ _V2_DTYPE = np.dtype(
         "itemsize": V2_HEADER,
     }
 )
+
+# The same 61 bytes as one opaque item: copying those is a memcpy each, where a
+# (n, 61) uint8 gather copies byte by byte.
+_HEADER_ITEM = np.dtype((np.void, V2_HEADER))
 
 _SIZE = struct.Struct(">i")
 _OFFSET_SIZE = struct.Struct(">qi")
@@ -266,10 +270,11 @@ class _Decoder:
         self.mm = mm
         self.verify_crc = verify_crc
         self.view = memoryview(buf)  # type: ignore[arg-type]
-        # win[p] is the 61 bytes at p: a fancy index gathers many headers in one copy
-        # (a file shorter than one header gets a dummy window: no v2 batch fits in it)
+        # win[p] is the 61 bytes at p, as one opaque (void) item: a fancy index gathers many
+        # headers in one copy, item by item (a file shorter than one header gets a dummy
+        # window: no v2 batch fits in it)
         self.u8 = np.frombuffer(self.view, dtype=np.uint8) if size >= V2_HEADER else np.zeros(V2_HEADER, np.uint8)
-        self.win = np.lib.stride_tricks.sliding_window_view(self.u8, V2_HEADER)
+        self.win = np.ndarray((len(self.u8) - V2_HEADER + 1,), dtype=_HEADER_ITEM, buffer=self.u8, strides=(1,))
         self.dropped = 0
         self.guess = _GUESS_MIN  # batches guessed at once in a run of one length
         self.scalar = _SCALAR_MIN  # batches walked by the scalar loop between guesses
@@ -337,6 +342,11 @@ class _Decoder:
                 if took == k:
                     self.guess = min(2 * self.guess, _GUESS_MAX)
                     continue
+                if pos + unpack(self.buf, pos + 8)[0] + LOG_OVERHEAD > self.size:
+                    # that entry runs past the end of the buffer (a read window's end, a
+                    # file cut short): the exact slow path decides it, and it says nothing
+                    # about the lengths to come, so the stretches are kept as they are
+                    return pos
                 self.guess = _GUESS_MIN
                 self.scalar = _SCALAR_MIN if took >= _GUESS_MIN // 2 else min(2 * self.scalar, _SCALAR_MAX)
             before = chunk.rows
@@ -383,10 +393,15 @@ class _Decoder:
         Clean: inside the file and either a v2 batch (magic 2, entry >= 61
         bytes; of entry length ``length`` if given) or, when ``length`` is None,
         a legacy v0/v1 entry (size field >= 14) -- the same tests
-        ``iter_segment`` applies, so legacy entries do not stop the walk.
+        ``iter_segment`` applies, so legacy entries do not stop the walk. With
+        ``length`` given, ``p`` is ``p[0] + length * arange(len(p))``.
         """
-        rows = self.win[np.clip(p, 0, len(self.win) - 1)]
-        h = rows.view(_V2_DTYPE).reshape(-1)
+        if length is not None and 0 <= p[0] and p[-1] < len(self.win):
+            # a run of one length (p is p[0] + length * arange): a strided copy, no index
+            rows = np.ndarray((len(p),), dtype=_HEADER_ITEM, buffer=self.u8, offset=int(p[0]), strides=(length,)).copy()
+        else:
+            rows = self.win[np.clip(p, 0, len(self.win) - 1)]
+        h = rows.view(_V2_DTYPE)
         size_field = h["length"].astype(np.int64)
         magic = h["magic"]
         inside = (p + size_field + LOG_OVERHEAD <= self.size) & (size_field <= ABSURD_BATCH_BYTES)
@@ -575,7 +590,7 @@ class _Decoder:
             stops = ends[rest].tolist()
             src = self.buf if self.mm is not None and m[rest].mean() < _COPY_CRC_BELOW else self.view
             out[rest] = np.fromiter(
-                map(crc32c.crc32c, map(src.__getitem__, map(slice, starts, stops))),  # type: ignore[union-attr]
+                map(crc32c, map(src.__getitem__, map(slice, starts, stops))),  # type: ignore[union-attr]
                 dtype=np.int64, count=len(starts),
             )
         return out
@@ -589,7 +604,7 @@ class _Chunk:
     def __init__(self) -> None:
         self.rows = 0
         self.v2_positions: list[np.ndarray] = []
-        self.v2_headers: list[np.ndarray] = []  # (n, 61) uint8 copies of the headers
+        self.v2_headers: list[np.ndarray] = []  # (n,) copies of the 61-byte headers (_HEADER_ITEM)
         self.legacy: list[tuple[int, tuple]] = []  # (row index, fields from _legacy)
 
 
@@ -645,7 +660,7 @@ def _merge_legacy(cols: dict[str, np.ndarray], n: int, legacy: list[tuple[int, t
 _CRC_POLY = 0x82F63B78
 _PAIR_TABLES: list[np.ndarray] = []  # [i][w]: raw CRC of pair w (LE) followed by 2*i zero bytes
 _PAIR_TABLES_LOCK = threading.Lock()
-_ZERO_CRCS = np.array([crc32c.crc32c(bytes(m)) for m in range(_VEC_CRC_MAX + 2)], dtype=np.uint32)
+_ZERO_CRCS = np.array([crc32c(bytes(m)) for m in range(_VEC_CRC_MAX + 2)], dtype=np.uint32)
 
 
 def _byte_tables(count: int) -> np.ndarray:

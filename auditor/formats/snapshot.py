@@ -27,7 +27,7 @@ import re
 import struct
 from typing import BinaryIO, Iterator
 
-import crc32c
+from auditor.formats.crc import crc32c
 import pyarrow as pa
 
 from auditor.errors import DecodeError, TruncatedError
@@ -109,7 +109,7 @@ def _crc_from(f: BinaryIO, start: int, end: int) -> int:
         chunk = f.read(min(left, 1 << 20))
         if not chunk:
             raise TruncatedError(f"file ended {left} bytes early while computing the CRC", end - left)
-        value = crc32c.crc32c(chunk, value=value)
+        value = crc32c(chunk, value=value)
         left -= len(chunk)
     return value
 
