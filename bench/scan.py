@@ -1,6 +1,6 @@
 """Benchmark: `txn-audit scan` on small inputs, where a person waits.
 
-    .venv/bin/python bench/scan.py [--repeat 2] [--cases one,all] [--capture hanging-late-write]
+    .venv/bin/python bench/scan.py [--repeat 2] [--cases one,all] [--capture hanging-late-write] [--baseline DIR]
 
 Two cases: one small capture of ``sample_logs/`` (default ``hanging-late-write``) and every
 directory of ``sample_logs/`` in one scan. Each run is a fresh process (a cold JVM, as a user
@@ -12,7 +12,8 @@ gets it). Two kinds of run, alternated:
   the driver), ``plan`` (the rules and the report summary build their queries), ``run`` (all of
   them collected: one Spark job for a small dump), ``report`` (the plot series: one job) and
   ``render`` (the JSON report). ``process`` is the child's whole wall time from interpreter start.
-* **cli**: the whole ``txn-audit scan DIRS --format json -q`` process, timed from outside.
+* **cli**: the whole ``txn-audit scan DIRS --format json -q`` process, timed from outside; with
+  ``--baseline DIR`` (another version checked out there) that version's scan too, alternately.
 
 The figures of each kind are the best of ``--repeat`` runs; the job counts come from Spark's
 status tracker (job groups per phase).
@@ -92,10 +93,14 @@ def run_child(dirs: list[str]) -> dict:
     return data
 
 
-def run_cli(dirs: list[str]) -> float:
-    exe = Path(sys.executable).with_name("txn-audit")
+def run_cli(dirs: list[str], code: Path | None = None) -> float:
+    """Wall time of a whole ``txn-audit scan`` process; ``code``: another checkout's package."""
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
+    cmd = [sys.executable, "-c", "from auditor.cli.main import main; main()", "scan", *dirs, "--format", "json", "-q"]
     t0 = time.monotonic()
-    out = subprocess.run([str(exe), "scan", *dirs, "--format", "json", "-q"], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=code or ROOT, env=env)
     wall = time.monotonic() - t0
     if out.returncode not in (0, 1):
         raise SystemExit(f"txn-audit scan failed ({out.returncode}):\n{out.stderr[-3000:]}")
@@ -108,6 +113,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--cases", default="one,all")
     ap.add_argument("--capture", default="hanging-late-write")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="a checkout of another version (git worktree add DIR COMMIT): its `scan` is timed alternately")
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(a.child)))
@@ -118,11 +125,14 @@ def main() -> None:
         dirs = cases[name]
         best: dict | None = None
         cli: list[float] = []
+        base: list[float] = []
         for _ in range(a.repeat):
             d = run_child(dirs)
             if best is None or d["process"] < best["process"]:
                 best = d
             cli.append(run_cli(dirs))
+            if a.baseline:
+                base.append(run_cli(dirs, a.baseline.resolve()))
         assert best is not None
         label = a.capture if name == "one" else f"all {len(dirs)} sample_logs dirs"
         print(f"\n{label}: {best['files']} files, {best['batches']} batches, {best['findings']} findings")
@@ -132,6 +142,9 @@ def main() -> None:
         j = best["jobs"]
         print(f"  Spark jobs: ingest {j['ingest']}, rules {j['audit']}, report {j['report']}; "
               f"total {sum(j.values())}")
+        if base:
+            print(f"  baseline {a.baseline}: txn-audit scan {min(base):.2f} s (best of {len(base)}; all: "
+                  f"{', '.join(f'{c:.2f}' for c in base)}); this version / baseline: {min(cli) / min(base):.2f}")
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -33,7 +33,7 @@ def _spark(master, confs):
         conf = parse_conf(confs)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    return get_spark(master, conf)
+    return get_spark(master, conf, delta=False)  # Parquet tables only
 
 
 def _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, progress):

@@ -43,7 +43,7 @@ def _spark(master: str | None, confs: tuple[str, ...]):
         conf = parse_conf(confs)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    return get_spark(master, conf)
+    return get_spark(master, conf, delta=False)  # Parquet tables only
 
 
 def _fail(message: str) -> None:

@@ -39,7 +39,7 @@ def ingest_cmd(logdirs, out_dir, master, confs, tables, split_mb, quiet) -> None
         conf = parse_conf(confs)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    spark = get_spark(master, conf)
+    spark = get_spark(master, conf, delta=False)  # Parquet tables only
 
     def progress(name: str, i: int, n: int) -> None:
         if not quiet:

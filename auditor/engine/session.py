@@ -108,8 +108,13 @@ def _with_delta(settings: dict[str, str], jars: list[str]) -> dict[str, str]:
     return out
 
 
-def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, app_name: str = "txn-audit"):
-    """Return the active session if one exists (spark-submit, tests), else build one."""
+def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, app_name: str = "txn-audit",
+              delta: bool = True):
+    """Return the active session if one exists (spark-submit, tests), else build one.
+
+    ``delta=False``: a new embedded session without the Delta jars and extension
+    (the commands that read and write Parquet only; the JVM starts about a second
+    sooner)."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -144,7 +149,7 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
         # one shuffle partition per core: per-task overhead dominates on a single host
         settings["spark.sql.shuffle.partitions"] = str(os.cpu_count() or 2)
     settings.update(conf or {})
-    jars = delta_jars()
+    jars = delta_jars() if delta else []
     if jars:
         settings = _with_delta(settings, jars)
         if resolved.startswith("local"):
