@@ -64,16 +64,22 @@ def write_tables(spark, wh: str, cs: ChangeSet, progress: Callable[[str, int, in
     persisted), the per-file facts in one small job, then one Delta commit per table."""
     from pyspark import StorageLevel
 
-    from auditor.engine.ingest_job import collect_summary, decode_envelope, table_df
+    from auditor.engine.ingest_job import DRIVER_TABLE_ROWS, collect_summary, decode_envelope, driver_tables, table_df
 
     res = DecodeResult()
     names = list(TABLES)
     env_df = None
+    local: dict[str, pa.Table] = {}
     if cs.tasks:
         t0 = time.monotonic()
         env_df = decode_envelope(spark, cs.tasks, names).persist(StorageLevel.MEMORY_AND_DISK)
         summary = collect_summary(env_df)
         res.counts, res.problems, res.next_offsets = summary.counts, summary.problems, summary.next_offsets
+        # small tables to the driver in one job (their writes then need no Python stage); a table
+        # whose decode crash point is armed stays on the executors, where the point fires
+        rows = summary.table_rows(names)
+        local = driver_tables(env_df, [n for n in names if 0 < rows[n] <= DRIVER_TABLE_ROWS
+                                       and crash.armed() != f"decode:{n}"])
         res.seconds["decode"] = round(time.monotonic() - t0, 3)
     try:
         for i, name in enumerate(names):
@@ -88,7 +94,12 @@ def write_tables(spark, wh: str, cs: ChangeSet, progress: Callable[[str, int, in
             if progress:
                 progress(name, i, len(names))
             fed = env_df is not None and any(spec.accepts(t) for t in cs.tasks)
-            data = table_df(env_df, name, _crash_in_decode(name)) if fed else arrow_df(spark, spec.schema.empty_table())
+            if name in local:
+                data = arrow_df(spark, local[name])
+            elif fed:
+                data = table_df(env_df, name, _crash_in_decode(name))
+            else:
+                data = arrow_df(spark, spec.schema.empty_table())
             if not fed and not is_delta(spark, uri):
                 create_empty(spark, uri, data.schema)  # metadata only: no Spark job
             else:

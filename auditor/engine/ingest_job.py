@@ -30,6 +30,8 @@ from auditor.ingest.tables import TABLES
 # inputs up to this many bytes are decoded in one Spark job and their tables written by the
 # driver: an interactive scan pays no per-table Spark jobs (decoded rows stay well under 1 GiB)
 SMALL_INPUT_BYTES = 64 * 1024 * 1024
+# in a larger input, tables of at most this many rows are still written by the driver (one job for all)
+DRIVER_TABLE_ROWS = 100_000
 MANIFEST = "_ingest.json"
 
 
@@ -88,6 +90,16 @@ def table_df(env_df, name: str, wrap: Callable | None = None):
         wrap(fn) if wrap else fn, _spark_schema(TABLES[name].schema))
 
 
+def driver_tables(env_df, names: list[str]) -> dict[str, pa.Table]:
+    """The tables ``names`` of an envelope DataFrame brought to the driver in one job:
+    for the tables of a large input that are small (checkpoints, snapshots, indexes),
+    which would otherwise each cost a Spark write with a Python stage of its own."""
+    if not names:
+        return {}
+    env = env_df.where(env_df["table"].isin(names)).select("table", "payload").toArrow()
+    return envelope.tables_of(env, names)
+
+
 def collect_summary(env_df) -> envelope.Summary:
     """Per-file rows, next offsets and problems of a (persisted) envelope: one small job."""
     return envelope.summarize(r.asDict() for r in env_df.select(*envelope.SUMMARY_COLUMNS).collect())
@@ -112,8 +124,9 @@ def ingest(
 
     One Spark job decodes every file for every table. An input of at most
     ``small_input_bytes`` is brought to the driver in that job and its tables
-    written with pyarrow (no further job); a larger one is persisted and each
-    non-empty table written by Spark from the persisted decode.
+    written with pyarrow (no further job); a larger one is persisted, its tables
+    of at most ``DRIVER_TABLE_ROWS`` rows brought to the driver in one job, and
+    each larger table written by Spark from the persisted decode.
     """
     from pyspark import StorageLevel
 
@@ -154,8 +167,12 @@ def ingest(
                 if progress:
                     progress("write", 1, 2)
                 rows = summary.table_rows(names)
+                local = [n for n in names if 0 < rows[n] <= DRIVER_TABLE_ROWS]
+                for name, tbl in driver_tables(env_df, local).items():
+                    _write_small(spark, tbl, staging / name)
+                    written.add(name)
                 for name in names:
-                    if rows[name]:
+                    if rows[name] and name not in written:
                         table_df(env_df, name).write.mode("overwrite").parquet(str(staging / name))
                         written.add(name)
             finally:
