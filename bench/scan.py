@@ -52,11 +52,8 @@ def child(dirs: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:
         sc.setJobGroup("ingest", "ingest")
         res_in = ingest(spark, dirs, f"{tmp}/tables")
-        group = {"name": "audit"}
-
         def progress(stage: str, i: int, n: int) -> None:
-            if stage == "report data":
-                group["name"] = "report"
+            if stage == "report data":  # the plots' job
                 sc.setJobGroup("report", "report")
 
         sc.setJobGroup("audit", "audit")

@@ -65,7 +65,7 @@ def _tasks_df(spark, tasks: list[dict], small: bool = False):
         return spark.createDataFrame(pa.Table.from_pylist(tasks, schema=TASK_SCHEMA))
     n = max(1, min(len(tasks), spark.sparkContext.defaultParallelism * 4))
     # biggest first, dealt round-robin: slices get similar byte totals
-    ordered = sorted(tasks, key=lambda t: -(t["size"] if t["range_end"] < 0 else t["range_end"] - t["range_start"]))
+    ordered = sorted(tasks, key=lambda t: -_task_bytes(t))
     slices = [ordered[i::n] for i in range(n)]
     rdd = spark.sparkContext.parallelize([t for s in slices for t in s], n)
     from pyspark.sql import Row
@@ -105,9 +105,13 @@ def collect_summary(env_df) -> envelope.Summary:
     return envelope.summarize(r.asDict() for r in env_df.select(*envelope.SUMMARY_COLUMNS).collect())
 
 
+def _task_bytes(task: dict) -> int:
+    """Bytes a task reads: its range, or the whole file."""
+    return task["size"] if task["range_end"] < 0 else task["range_end"] - task["range_start"]
+
+
 def _small(tasks: list[dict], small_input_bytes: int) -> bool:
-    total = sum(t["size"] if t["range_end"] < 0 else t["range_end"] - t["range_start"] for t in tasks)
-    return total <= small_input_bytes
+    return sum(_task_bytes(t) for t in tasks) <= small_input_bytes
 
 
 def ingest(
