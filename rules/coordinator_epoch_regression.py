@@ -48,8 +48,40 @@ recovery pass with a warning.
 from __future__ import annotations
 
 from auditor.engine.findings import evidence
-from auditor.engine.rule import Rule
+from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
+
+EVIDENCE = (
+    Evidence("marker_type", "string", "COMMIT or ABORT: the late marker's decision"),
+    Evidence("coordinator_epoch", "int", "coordinator epoch of the late marker"),
+    Evidence("earlier_coordinator_epoch", "int", "the higher coordinator epoch of an earlier marker"),
+    Evidence("earlier_marker_offset", "bigint", "offset of that earlier marker"),
+    Evidence("earlier_marker_type", "string", "its decision"),
+    Evidence("earlier_marker_producer_id", "bigint", "its producer"),
+    Evidence("previous_marker_offset", "bigint", "the producer's marker right before the late one"),
+    Evidence("previous_coordinator_epoch", "int", "that marker's coordinator epoch"),
+    Evidence("idle_ms", "bigint", "how long the producer was idle before the late marker"),
+    Evidence("producer_id_expiration_ms", "bigint", "producer.id.expiration.ms the idle time is compared with"),
+    Evidence("coordinator_partition", "int", "__transaction_state partition of the producer's transactional id"),
+)
+
+_WHERE = ("{marker_type} marker at {topic}-{partition} offset {last_offset} (producer {producer_id}, epoch "
+          "{producer_epoch}[[, transactional id {transactional_id}]]) was written by coordinator epoch "
+          "{coordinator_epoch} after a marker of coordinator epoch {earlier_coordinator_epoch} at offset "
+          "{earlier_marker_offset}")
+_FENCED = " for the same producer: the leader should have fenced it (TRANSACTION_COORDINATOR_FENCED)"
+_ADVICE = ("check the late marker's decision against the coordinator's record (torn-transaction) and reconcile the "
+           "affected records downstream if it differs; upgrade brokers without the KAFKA-9144 fix (before 2.5)")
+KINDS = {
+    "same-producer": Kind("error", _WHERE + _FENCED, advice=_ADVICE),
+    "same-producer-expired-state": Kind("error", _WHERE + _FENCED + "; the producer was idle {idle_ms:duration} "
+                                        "before it, so its state had expired (KAFKA-9144)", advice=_ADVICE),
+    "same-coordinator-partition": Kind("info", _WHERE + " from producer {earlier_marker_producer_id} coordinated by the "
+                                       "same __transaction_state-{coordinator_partition}: an old coordinator was still "
+                                       "sending markers after its successor",
+                                       advice="none needed by itself: a coordinator failover race; check "
+                                              "torn-transaction findings for this producer"),
+}
 
 
 def run(ctx):
@@ -97,33 +129,17 @@ def run(ctx):
         f = p.withColumn("transactional_id", F.lit(None).cast("string")).withColumn(
             "coordinator_partition", F.lit(None).cast("int")).select(*cols)
 
-    producer = F.col("scope") == "producer"
+    kind = F.when(F.col("scope") != "producer", F.lit("same-coordinator-partition")).when(
+        F.col("cause") == "producer-state-expired", F.lit("same-producer-expired-state")).otherwise(F.lit("same-producer"))
     return f.select(
         *REPLICA, "producer_id", F.col("marker_epoch").alias("producer_epoch"), "transactional_id",
         F.col("top.offset").alias("first_offset"), F.col("marker_offset").alias("last_offset"),
         F.col("marker_timestamp").alias("last_timestamp"),
         F.col("idle_ms").alias("duration_ms"),
-        F.when(producer, F.lit("error")).otherwise(F.lit("info")).alias("severity"),
-        F.concat(
-            F.col("marker_type"), F.lit(" marker at "), F.col("topic"), F.lit("-"), F.col("partition").cast("string"),
-            F.lit(" offset "), F.col("marker_offset").cast("string"), F.lit(" (producer "), F.col("producer_id").cast("string"),
-            F.lit(", epoch "), F.col("marker_epoch").cast("string"),
-            F.coalesce(F.concat(F.lit(", transactional id "), F.col("transactional_id")), F.lit("")),
-            F.lit(") was written by coordinator epoch "), F.col("coordinator_epoch").cast("string"),
-            F.lit(" after a marker of coordinator epoch "), F.col("top.coordinator_epoch").cast("string"),
-            F.lit(" at offset "), F.col("top.offset").cast("string"),
-            F.when(producer, F.concat(
-                F.lit(" for the same producer: the leader should have fenced it (TRANSACTION_COORDINATOR_FENCED)"),
-                F.when(F.col("cause") == "producer-state-expired", F.concat(
-                    F.lit("; the producer was idle "), (F.col("idle_ms") / 1000).cast("long").cast("string"),
-                    F.lit(" s before it, so its state had expired (KAFKA-9144)"))).otherwise(F.lit(""))))
-            .otherwise(F.concat(F.lit(" from producer "), F.col("top.producer_id").cast("string"),
-                                F.lit(" coordinated by the same __transaction_state-"), F.col("coordinator_partition").cast("string"),
-                                F.lit(": an old coordinator was still sending markers after its successor"))),
-        ).alias("message"),
+        kind.alias("kind"),
         evidence(
-            scope=F.col("scope"),
-            cause=F.col("cause"),
+            EVIDENCE,
+            marker_type=F.col("marker_type"),
             coordinator_epoch=F.col("coordinator_epoch"),
             earlier_coordinator_epoch=F.col("top.coordinator_epoch"),
             earlier_marker_offset=F.col("top.offset"),
@@ -135,23 +151,15 @@ def run(ctx):
             producer_id_expiration_ms=F.lit(ctx.options.producer_id_expiration_ms),
             coordinator_partition=F.col("coordinator_partition"),
         ).alias("evidence"),
-        F.when(producer, F.lit(
-            "check the zombie marker's decision against the coordinator's record (torn-transaction) and reconcile the "
-            "affected records downstream if it differs; upgrade brokers without the KAFKA-9144 fix (before 2.5)"))
-        .otherwise(F.lit("none needed by itself: a coordinator failover race; check torn-transaction findings for this "
-                         "producer")).alias("remediation"),
     )
 
 
 RULE = Rule(
     id="coordinator-epoch-regression",
     title="Transaction marker from an older coordinator epoch after a newer one",
-    severity="error",
     run=run,
+    kinds=KINDS,
+    evidence=EVIDENCE,
     proposals=("KIP-98", "KAFKA-9144"),
-    evidence=("scope", "cause", "coordinator_epoch", "earlier_coordinator_epoch", "earlier_marker_offset",
-        "earlier_marker_type", "earlier_marker_producer_id", "previous_marker_offset",
-        "previous_coordinator_epoch", "idle_ms", "producer_id_expiration_ms", "coordinator_partition"),
-    remediation="check the marker's decision against the coordinator (torn-transaction); upgrade brokers older than 2.5",
     needs=("batches",),
 )

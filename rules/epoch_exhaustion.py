@@ -47,9 +47,39 @@ with the KAFKA-20090 fix so the coordinator allocates a new producer id.
 from __future__ import annotations
 
 from auditor.engine.findings import evidence
-from auditor.engine.rule import Rule
+from auditor.engine.rule import Evidence, Kind, Rule
 
 EXHAUSTED = 32766  # Short.MAX_VALUE - 1: the coordinator must not bump past it
+
+
+EVIDENCE = (
+    Evidence("seen_in", "string", "where the highest epoch was seen: batches (a log) or transaction_log"),
+    Evidence("sources", "array<string>", "every source that shows the producer at a high epoch"),
+    Evidence("bumps_left", "int", "epoch bumps left before 32766"),
+    Evidence("coordinator_producer_id", "bigint", "producer id of the transactional id's latest coordinator record"),
+    Evidence("coordinator_producer_epoch", "int", "producer epoch in that record"),
+    Evidence("coordinator_state", "string", "state in that record"),
+    Evidence("client_transaction_version", "int", "transaction.version the client uses (2 bumps once per transaction)"),
+    Evidence("warn_threshold", "int", "the epoch from which the rule reports (--epoch-exhaustion-warn)"),
+)
+
+_WHERE = ("producer id {producer_id}[[ (transactional id {transactional_id})]] reached epoch {producer_epoch} ({seen_in} "
+          "{topic}-{partition} offset {last_offset}): ")
+_ADVICE = ("find what keeps bumping the epoch (two instances sharing a transactional.id, crash-restart loops, "
+           "transactions exceeding transaction.timeout.ms); if the id is exhausted and the producer fails with epoch "
+           "errors, restart it (initTransactions) on brokers with the KAFKA-20090 fix so the coordinator allocates a "
+           "new producer id")
+KINDS = {
+    "rotated": Kind("info", _WHERE + "the coordinator has since moved the id to producer {coordinator_producer_id} "
+                    "epoch {coordinator_producer_epoch}", advice="none: the coordinator rotated the producer id"),
+    "overflowed": Kind("error", _WHERE + "the int16 epoch overflowed past 32767 (KAFKA-20090)", advice=_ADVICE),
+    "exhausted": Kind("error", _WHERE + "exhausted (>= 32766): the next bump needs a new producer id (KIP-360, "
+                      "KAFKA-20090)", advice=_ADVICE),
+    "near-exhaustion": Kind("warning", _WHERE + "{bumps_left} bumps left before the producer id must be rotated",
+                            advice=_ADVICE),
+    "near-exhaustion-tv2": Kind("info", _WHERE + "{bumps_left} bumps left before the producer id must be rotated "
+                                "(transaction.version 2 bumps once per transaction: rotation is routine)"),
+}
 
 
 def run(ctx):
@@ -108,37 +138,18 @@ def run(ctx):
     overflow = F.col("epoch") < -1
     exhausted = overflow | (F.col("epoch") >= EXHAUSTED)
     rotated = F.col("latest_producer_id").isNotNull() & (F.col("latest_producer_id") != F.col("producer_id"))
-    status = (F.when(rotated, F.lit("rotated")).when(overflow, F.lit("overflowed")).when(exhausted, F.lit("exhausted"))
-              .otherwise(F.lit("near-exhaustion")))
-    sev = (F.when(rotated, F.lit("info")).when(exhausted, F.lit("error"))
-           .when(F.coalesce(F.col("tv"), F.lit(0)) >= 2, F.lit("info")).otherwise(F.lit("warning")))
+    kind = (F.when(rotated, F.lit("rotated")).when(overflow, F.lit("overflowed")).when(exhausted, F.lit("exhausted"))
+            .when(F.coalesce(F.col("tv"), F.lit(0)) >= 2, F.lit("near-exhaustion-tv2")).otherwise(F.lit("near-exhaustion")))
     return g.select(
         "cluster_id", F.col("top.s.broker_id").alias("broker_id"), F.col("top.s.topic").alias("topic"),
         F.col("top.s.partition").alias("partition"), "producer_id", F.col("epoch").alias("producer_epoch"), "transactional_id",
         F.col("top.s.offset").alias("last_offset"), F.col("first_ts").alias("first_timestamp"),
         F.col("last_ts").alias("last_timestamp"),
-        sev.alias("severity"),
-        F.concat(
-            F.lit("producer id "), F.col("producer_id").cast("string"),
-            F.coalesce(F.concat(F.lit(" (transactional id "), F.col("transactional_id"), F.lit(")")), F.lit("")),
-            F.lit(" reached epoch "), F.col("epoch").cast("string"), F.lit(" ("), F.col("top.s.source"), F.lit(" "),
-            F.col("top.s.topic"), F.lit("-"), F.col("top.s.partition").cast("string"), F.lit(" offset "),
-            F.col("top.s.offset").cast("string"), F.lit("): "),
-            F.when(rotated, F.concat(F.lit("the coordinator has since moved the id to producer "),
-                                     F.col("latest_producer_id").cast("string"), F.lit(" epoch "),
-                                     F.col("latest_epoch").cast("string")))
-            .when(overflow, F.lit("the int16 epoch overflowed past 32767 (KAFKA-20090)"))
-            .when(exhausted, F.lit("exhausted (>= 32766): the next bump needs a new producer id (KIP-360, KAFKA-20090)"))
-            .otherwise(F.concat((F.lit(EXHAUSTED) - F.col("epoch")).cast("string"),
-                                F.lit(" bumps left before the producer id must be rotated"),
-                                F.when(F.col("tv") >= 2, F.lit(" (transaction.version 2 bumps once per transaction: "
-                                                              "rotation is routine)")).otherwise(F.lit("")))),
-        ).alias("message"),
+        kind.alias("kind"),
         evidence(
-            status=status,
-            epoch=F.col("epoch"),
+            EVIDENCE,
             seen_in=F.col("top.s.source"),
-            sources=F.array_join("sources", ","),
+            sources=F.col("sources"),
             bumps_left=F.greatest(F.lit(EXHAUSTED) - F.col("epoch"), F.lit(0)),
             coordinator_producer_id=F.col("latest_producer_id"),
             coordinator_producer_epoch=F.col("latest_epoch"),
@@ -146,23 +157,15 @@ def run(ctx):
             client_transaction_version=F.col("tv"),
             warn_threshold=F.lit(warn),
         ).alias("evidence"),
-        F.when(rotated, F.lit("none: the coordinator rotated the producer id"))
-        .otherwise(F.lit("find what keeps bumping the epoch (two instances sharing a transactional.id, crash-restart "
-                         "loops, transactions exceeding transaction.timeout.ms); if the id is exhausted and the producer "
-                         "fails with epoch errors, restart it (initTransactions) on brokers with the KAFKA-20090 fix so "
-                         "the coordinator allocates a new producer id")).alias("remediation"),
     )
 
 
 RULE = Rule(
     id="epoch-exhaustion",
     title="Producer epoch close to (or past) the int16 limit",
-    severity="warning",
     run=run,
+    kinds=KINDS,
+    evidence=EVIDENCE,
     proposals=("KIP-360", "KIP-890", "KAFKA-9666", "KAFKA-20090"),
-    evidence=("status", "epoch", "seen_in", "sources", "bumps_left", "coordinator_producer_id",
-        "coordinator_producer_epoch", "coordinator_state", "client_transaction_version",
-        "warn_threshold"),
-    remediation="stop the fencing/timeout loop that bumps the epoch; restart an exhausted producer on a fixed broker",
     needs=("batches",),
 )

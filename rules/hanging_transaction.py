@@ -45,9 +45,41 @@ find the client that wrote it (transactional id) and upgrade it to a KIP-890 cli
 from __future__ import annotations
 
 from auditor.engine.findings import evidence
-from auditor.engine.rule import Rule
+from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
-from rules._common import abort_command, ms_text
+from rules._common import ABORT, COORDINATOR_EPOCH
+
+EVIDENCE = (
+    Evidence("age_only", "boolean", "true when the dump has no __transaction_state: classified by age alone"),
+    Evidence("coordinator_partitions_in_dump", "int", "how many __transaction_state partitions the dump holds"),
+    Evidence("coordinator_state", "string", "state of the transactional id's latest coordinator record"),
+    Evidence("coordinator_topic_partitions", "array<string>", "partitions that record lists in the transaction"),
+    Evidence("transaction_timeout_ms", "int", "the transaction's timeout in that record"),
+    Evidence("data_batches", "bigint", "transactional data batches of the open transaction"),
+    Evidence("previous_marker_offset", "bigint", "offset of the producer's last marker on the partition before it"),
+    Evidence("previous_marker_epoch", "int", "producer epoch of that marker"),
+    COORDINATOR_EPOCH,
+    Evidence("as_of_ms", "bigint", "the instant ages are measured against"),
+)
+
+_WHERE = ("on {topic}-{partition} from offset {first_offset} (producer {producer_id}, epoch {producer_epoch}"
+          "[[, transactional id {transactional_id}]]), open for {duration_ms:duration}")
+_FIND_CLIENT = ("after the abort, find the client of the transactional id (or producer id) and upgrade it to a KIP-890 client "
+                "(3.6+ brokers verify partitions; transaction.version 2 bumps the epoch per transaction)")
+KINDS = {
+    "in-flight": Kind("info", "open transaction " + _WHERE + ": [[the coordinator has it {coordinator_state} with this "
+                      "partition, within its timeout]][[{age_only:if}younger than transaction.max.timeout.ms (no "
+                      "__transaction_state in the dump)]]"),
+    "late-write": Kind("critical", "late write " + _WHERE + ": written by producer session {producer_id}/{producer_epoch} "
+                       "after that session's marker at offset {previous_marker_offset}; no marker will close it (KAFKA-12671)",
+                       ABORT, _FIND_CLIENT),
+    "unknown-to-coordinator": Kind("critical", "transaction unknown to the coordinator " + _WHERE + ": no "
+                                   "__transaction_state record names producer {producer_id} ({coordinator_partitions_in_dump} "
+                                   "coordinator partitions in the dump)", ABORT, _FIND_CLIENT),
+    "hanging": Kind("error", "hanging transaction " + _WHERE + ": [[the coordinator's state is {coordinator_state}, "
+                    "without this partition in an unexpired transaction]][[{age_only:if}older than "
+                    "transaction.max.timeout.ms (no __transaction_state in the dump)]]", ABORT, _FIND_CLIENT),
+}
 
 
 def run(ctx):
@@ -65,7 +97,6 @@ def run(ctx):
             "cluster_id", "transactional_id",
             F.col("state").alias("coordinator_state"),
             F.col("producer_id").alias("coordinator_producer_id"),
-            F.col("producer_epoch").alias("coordinator_producer_epoch"),
             F.col("transaction_timeout_ms"),
             F.col("start_timestamp_ms"),
             F.col("topic_partitions"),
@@ -78,36 +109,22 @@ def run(ctx):
             F.col("coordinator_producer_id") == F.col("producer_id"))
         timeout = F.least(F.coalesce(F.col("transaction_timeout_ms"), max_timeout), max_timeout)
         young = (as_of - F.coalesce(F.col("start_timestamp_ms"), F.col("first_timestamp"))) <= timeout
-        cls = (
+        kind = (
             F.when(F.col("transactional_id").isNull(), F.lit("unknown-to-coordinator"))
             .when(ongoing_here & young, F.lit("in-flight"))
-            .when(session_had_marker & ~(ongoing_here & young), F.lit("late-write"))
+            .when(session_had_marker, F.lit("late-write"))
             .otherwise(F.lit("hanging"))
         )
-        basis = F.concat(F.lit("coordinator record ("), F.col("coordinator_partitions").cast("string"), F.lit(" __transaction_state partitions in the dump)"))
+        listed_names = F.transform(F.col("topic_partitions"), lambda tp: F.concat(tp["topic"], F.lit("-"), tp["partition"].cast("string")))
+        age_only, in_dump = F.lit(False), F.col("coordinator_partitions")
     else:
         o = o.withColumn("transactional_id", F.lit(None).cast("string"))
-        for c, t in (("coordinator_state", "string"), ("transaction_timeout_ms", "int"), ("topic_partitions", "string")):
+        for c, t in (("coordinator_state", "string"), ("transaction_timeout_ms", "int")):
             o = o.withColumn(c, F.lit(None).cast(t))
-        cls = F.when(age > max_timeout, F.lit("hanging")).otherwise(F.lit("in-flight"))
-        basis = F.lit("age only: no __transaction_state in the dump")
+        kind = F.when(age > max_timeout, F.lit("hanging")).otherwise(F.lit("in-flight"))
+        listed_names, age_only, in_dump = F.lit(None), F.lit(True), F.lit(None)
 
-    o = o.withColumn("classification", cls)
-    sev = F.when(F.col("classification") == "in-flight", F.lit("info")).when(
-        F.col("classification").isin("late-write", "unknown-to-coordinator"), F.lit("critical")).otherwise(F.lit("error"))
-    why = (
-        F.when(F.col("classification") == "in-flight", F.lit("coordinator has it Ongoing with this partition; within its timeout"))
-        .when(F.col("classification") == "late-write", F.concat(
-            F.lit("written by producer session "), F.col("producer_id").cast("string"), F.lit("/"),
-            F.col("data_epoch_min").cast("string"), F.lit(" after that session's marker at offset "),
-            F.col("prev_marker_offset").cast("string"), F.lit("; no marker will close it (KAFKA-12671)")))
-        .when(F.col("classification") == "unknown-to-coordinator", F.lit("no __transaction_state record names this producer id"))
-        .when(F.col("coordinator_state").isNotNull(), F.concat(
-            F.lit("coordinator state is "), F.col("coordinator_state"),
-            F.when(F.col("coordinator_state") == "Ongoing", F.lit(" but without this partition or past its timeout")).otherwise(F.lit(""))))
-        .otherwise(F.concat(F.lit("open for "), ms_text(age), F.lit(", longer than transaction.max.timeout.ms")))
-    )
-    out = o.select(
+    return o.select(
         *REPLICA,
         "producer_id",
         F.col("data_epoch_max").alias("producer_epoch"),
@@ -117,19 +134,13 @@ def run(ctx):
         "first_timestamp",
         F.col("last_data_timestamp").alias("last_timestamp"),
         age.alias("duration_ms"),
-        sev.alias("severity"),
-        F.concat(
-            F.col("classification"), F.lit(" transaction on "), F.col("topic"), F.lit("-"), F.col("partition").cast("string"),
-            F.lit(" from offset "), F.col("first_offset").cast("string"), F.lit(" (producer "), F.col("producer_id").cast("string"),
-            F.lit(", epoch "), F.col("data_epoch_max").cast("string"), F.lit(", "),
-            F.coalesce(F.concat(F.lit("transactional id "), F.col("transactional_id")), F.lit("no transactional id")),
-            F.lit("), open for "), ms_text(age), F.lit(": "), why,
-        ).alias("message"),
+        kind.alias("kind"),
         evidence(
-            classification=F.col("classification"),
-            basis=basis,
+            EVIDENCE,
+            age_only=age_only,
+            coordinator_partitions_in_dump=in_dump,
             coordinator_state=F.col("coordinator_state"),
-            coordinator_partitions=F.col("topic_partitions").cast("string"),
+            coordinator_topic_partitions=listed_names,
             transaction_timeout_ms=F.col("transaction_timeout_ms"),
             data_batches=F.col("data_batches"),
             previous_marker_offset=F.col("prev_marker_offset"),
@@ -137,21 +148,15 @@ def run(ctx):
             coordinator_epoch=F.col("prev_coordinator_epoch"),
             as_of_ms=as_of,
         ).alias("evidence"),
-        abort_command(F.col("topic"), F.col("partition"), F.col("first_offset"), F.col("producer_id"),
-                      F.col("data_epoch_max"), F.col("prev_coordinator_epoch")).alias("remediation"),
     )
-    return out
 
 
 RULE = Rule(
     id="hanging-transaction",
     title="Transactional data that no marker closes (open, hanging, late write)",
-    severity="error",
     run=run,
+    kinds=KINDS,
+    evidence=EVIDENCE,
     proposals=("KIP-890", "KIP-664", "KAFKA-12671"),
-    evidence=("classification", "basis", "coordinator_state", "coordinator_partitions",
-        "transaction_timeout_ms", "data_batches", "previous_marker_offset", "previous_marker_epoch",
-        "coordinator_epoch", "as_of_ms"),
-    remediation="kafka-transactions.sh abort --topic T --partition N --start-offset O (or --producer-id/--producer-epoch/--coordinator-epoch before 3.0)",
     needs=("batches",),
 )

@@ -36,9 +36,35 @@ duplicates, downstream deduplication is needed for the affected offsets.
 from __future__ import annotations
 
 from auditor.engine.findings import evidence
-from auditor.engine.rule import Rule
+from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import INT32_MAX as INT_MAX, REPLICA
+from rules._common import COMPACTED
 
+EVIDENCE = (
+    Evidence("batch_offset", "bigint", "offset of the batch out of order"),
+    Evidence("base_sequence", "int", "its first sequence"),
+    Evidence("last_sequence", "int", "its last sequence"),
+    Evidence("expected_sequence", "int", "the sequence the broker expected (after the previous batch)"),
+    Evidence("previous_last_sequence", "int", "last sequence of the producer's previous batch"),
+    Evidence("previous_epoch", "int", "producer epoch of that batch"),
+    Evidence("other_offset", "bigint", "offset of the previous batch, or of the earlier copy of a duplicate"),
+    COMPACTED,
+)
+
+_WHERE = ("in producer {producer_id} epoch {producer_epoch} on {topic}-{partition} at offset {batch_offset}: sequences "
+          "{base_sequence}..{last_sequence}")
+_ADVICE = ("compare the partition's replicas and look for unclean leader elections or truncation around these offsets")
+KINDS = {
+    "duplicate": Kind("critical", "duplicate " + _WHERE + " also stored at offset {other_offset}",
+                      advice=_ADVICE + "; consumers see the records twice: deduplicate downstream"),
+    "gap": Kind("error", "gap " + _WHERE + ", expected {expected_sequence} after offset {other_offset}", advice=_ADVICE),
+    "regression": Kind("error", "regression " + _WHERE + ", expected {expected_sequence} after offset {other_offset}",
+                       advice=_ADVICE),
+    "new-epoch-nonzero": Kind("error", "new epoch starting at a non-zero sequence " + _WHERE + " (previous epoch "
+                              "{previous_epoch}; a new epoch must start at 0)", advice=_ADVICE),
+    "epoch-regression": Kind("error", "epoch regression " + _WHERE + " after epoch {previous_epoch} at offset {other_offset}",
+                             advice=_ADVICE),
+}
 
 def run(ctx):
     from pyspark.sql import functions as F
@@ -81,40 +107,24 @@ def run(ctx):
     # the cleaner removes whole batches (a producer's last batch excepted): on a compacted topic a
     # forward gap is what compaction leaves, not a finding
     f = f.where(~(F.coalesce(F.col("is_compacted"), F.lit(False)) & (F.col("kind") == "gap")))
-    sev = F.when(F.col("kind") == "duplicate", F.lit("critical")).otherwise(F.lit("error"))
     return f.select(
         *REPLICA, "producer_id", "producer_epoch",
         F.least("other_offset", "base_offset").alias("first_offset"),
         F.greatest("other_offset", "base_offset").alias("last_offset"),
         F.col("max_timestamp").alias("last_timestamp"),
-        sev.alias("severity"),
-        F.concat(
-            F.col("kind"), F.lit(" in producer "), F.col("producer_id").cast("string"), F.lit(" epoch "),
-            F.col("producer_epoch").cast("string"), F.lit(" on "), F.col("topic"), F.lit("-"), F.col("partition").cast("string"),
-            F.lit(" at offset "), F.col("base_offset").cast("string"), F.lit(": sequences "),
-            F.col("base_sequence").cast("string"), F.lit(".."), F.col("last_sequence").cast("string"),
-            F.when(F.col("kind") == "duplicate", F.concat(F.lit(" also stored at offset "), F.col("other_offset").cast("string")))
-            .when(F.col("kind") == "new-epoch-nonzero", F.concat(F.lit(" (previous epoch "), F.col("prev_data_epoch").cast("string"), F.lit("; a new epoch must start at 0)")))
-            .when(F.col("kind") == "epoch-regression", F.concat(F.lit(" after epoch "), F.col("prev_data_epoch").cast("string"), F.lit(" at offset "), F.col("other_offset").cast("string")))
-            .otherwise(F.concat(F.lit(", expected "), F.col("expected").cast("string"), F.lit(" after offset "), F.col("other_offset").cast("string"))),
-        ).alias("message"),
-        evidence(kind=F.col("kind"), base_sequence=F.col("base_sequence"), last_sequence=F.col("last_sequence"),
-                 expected_sequence=F.col("expected"), previous_last_sequence=F.col("prev_data_last_sequence"),
-                 previous_epoch=F.col("prev_data_epoch"), other_offset=F.col("other_offset"),
-                 compacted=F.col("is_compacted")).alias("evidence"),
-        F.lit("compare replicas of the partition and look for unclean leader elections or truncation around these offsets; "
-              "duplicates need downstream deduplication").alias("remediation"),
+        "kind",
+        evidence(EVIDENCE, batch_offset=F.col("base_offset"), base_sequence=F.col("base_sequence"),
+                 last_sequence=F.col("last_sequence"), expected_sequence=F.col("expected"),
+                 previous_last_sequence=F.col("prev_data_last_sequence"), previous_epoch=F.col("prev_data_epoch"),
+                 other_offset=F.col("other_offset"), compacted=F.col("is_compacted")).alias("evidence"),
     )
-
 
 RULE = Rule(
     id="out-of-order-sequence",
     title="Producer sequence numbers that skip, repeat or go backwards on disk",
-    severity="error",
     run=run,
+    kinds=KINDS,
+    evidence=EVIDENCE,
     proposals=("KIP-98", "KIP-185", "KIP-360", "KAFKA-5793"),
-    evidence=("kind", "base_sequence", "last_sequence", "expected_sequence", "previous_last_sequence",
-        "previous_epoch", "other_offset", "compacted"),
-    remediation="compare replicas, check for unclean leader election/truncation; dedupe duplicates downstream",
     needs=("batches",),
 )

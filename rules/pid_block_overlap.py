@@ -31,7 +31,38 @@ use). For ``shared-id``, re-initialise one of the transactional producers.
 from __future__ import annotations
 
 from auditor.engine.findings import evidence
-from auditor.engine.rule import Rule
+from auditor.engine.rule import Evidence, Kind, Rule
+
+EVIDENCE = (
+    Evidence("next_producer_id", "bigint", "NextProducerId of the ProducerIdsRecord that goes backwards"),
+    Evidence("previous_next_producer_id", "bigint", "NextProducerId of the record before it"),
+    Evidence("granted_to_broker", "int", "broker the backwards block was granted to"),
+    Evidence("first_block", "string", "the first of two overlapping blocks, start-end"),
+    Evidence("first_block_broker", "int", "broker it was granted to"),
+    Evidence("first_sources", "array<string>", "where the dump shows it (log, snapshot, zookeeper)"),
+    Evidence("second_block", "string", "the second block, start-end"),
+    Evidence("second_block_broker", "int", "broker it was granted to"),
+    Evidence("second_sources", "array<string>", "where the dump shows it"),
+    Evidence("max_granted", "bigint", "highest producer id any grant of the cluster covers"),
+    Evidence("transactional_ids", "array<string>", "transactional ids recorded with one producer id"),
+)
+
+_ADVICE = ("stop producers using the affected ids, upgrade brokers with the fix (KAFKA-15552, KAFKA-20031) and restart "
+           "them so they take fresh blocks above the highest id in use")
+KINDS = {
+    "backwards": Kind("critical", "ProducerIdsRecord at metadata offset {last_offset} sets NextProducerId "
+                      "{next_producer_id}, not above the previous {previous_next_producer_id} (offset {first_offset}): "
+                      "ids will be handed out twice", advice=_ADVICE),
+    "overlap": Kind("critical", "producer-id blocks [{first_block}] ({first_sources:list}, broker {first_block_broker}) and "
+                    "[{second_block}] ({second_sources:list}, broker {second_block_broker}) overlap: the same producer ids "
+                    "were granted twice", advice=_ADVICE),
+    "never-granted": Kind("error", "producer id {producer_id} is used on {topic}-{partition} but the controller never "
+                          "granted a block above {max_granted} (ids from another cluster, a lost metadata log, or an "
+                          "overlap)", advice=_ADVICE),
+    "shared-id": Kind("error", "producer id {producer_id} is recorded for transactional ids {transactional_ids:list} in "
+                      "__transaction_state: two producers share one id",
+                      advice="re-initialise one of the transactional producers (initTransactions) so it gets a new id"),
+}
 
 
 def _blocks(ctx):
@@ -60,14 +91,10 @@ def run(ctx):
     back = log.withColumn("prev_next", F.lag("next_producer_id").over(w)).withColumn(
         "prev_offset", F.lag("offset").over(w)).where("next_producer_id <= prev_next")
     out.append(back.select(
-        "cluster_id", F.col("log_broker_id").alias("broker_id"), F.lit("critical").alias("severity"),
+        "cluster_id", F.col("log_broker_id").alias("broker_id"), F.lit("backwards").alias("kind"),
         F.col("offset").alias("last_offset"), F.col("prev_offset").alias("first_offset"),
         F.col("timestamp").alias("last_timestamp"),
-        F.concat(F.lit("ProducerIdsRecord at metadata offset "), F.col("offset").cast("string"),
-                 F.lit(" sets NextProducerId "), F.col("next_producer_id").cast("string"),
-                 F.lit(", not above the previous "), F.col("prev_next").cast("string"),
-                 F.lit(" (offset "), F.col("prev_offset").cast("string"), F.lit("): ids will be handed out twice")).alias("message"),
-        evidence(kind=F.lit("backwards"), next_producer_id=F.col("next_producer_id"), previous_next_producer_id=F.col("prev_next"),
+        evidence(EVIDENCE, next_producer_id=F.col("next_producer_id"), previous_next_producer_id=F.col("prev_next"),
                  granted_to_broker=F.col("broker_id")).alias("evidence"),
     ))
     # overlap between distinct grants (ZooKeeper blocks are grants too)
@@ -75,16 +102,12 @@ def run(ctx):
     ov = a.join(c, (F.col("a.cluster_id").eqNullSafe(F.col("c.cluster_id"))) & (F.col("a.next_producer_id") < F.col("c.next_producer_id"))
                 & (F.col("a.block_start") <= F.col("c.block_end")) & (F.col("c.block_start") <= F.col("a.block_end")))
     out.append(ov.select(
-        F.col("a.cluster_id").alias("cluster_id"), F.lit("critical").alias("severity"),
+        F.col("a.cluster_id").alias("cluster_id"), F.lit("overlap").alias("kind"),
         F.col("c.block_start").alias("first_offset"), F.least("a.block_end", "c.block_end").alias("last_offset"),
-        F.concat(F.lit("producer-id blocks ["), F.col("a.block_start").cast("string"), F.lit(", "), F.col("a.block_end").cast("string"),
-                 F.lit("] ("), F.array_join("a.sources", "+"), F.lit(", broker "), F.col("a.broker_id").cast("string"),
-                 F.lit(") and ["), F.col("c.block_start").cast("string"), F.lit(", "), F.col("c.block_end").cast("string"),
-                 F.lit("] ("), F.array_join("c.sources", "+"), F.lit(", broker "), F.col("c.broker_id").cast("string"),
-                 F.lit(") overlap: the same producer ids were granted twice")).alias("message"),
-        evidence(kind=F.lit("overlap"), first_block=F.concat_ws("-", F.col("a.block_start"), F.col("a.block_end")),
+        evidence(EVIDENCE, first_block=F.concat_ws("-", F.col("a.block_start"), F.col("a.block_end")),
+                 first_block_broker=F.col("a.broker_id"), first_sources=F.col("a.sources"),
                  second_block=F.concat_ws("-", F.col("c.block_start"), F.col("c.block_end")),
-                 first_sources=F.array_join("a.sources", "+"), second_sources=F.array_join("c.sources", "+")).alias("evidence"),
+                 second_block_broker=F.col("c.broker_id"), second_sources=F.col("c.sources")).alias("evidence"),
     ))
     # ids in data above every grant of the cluster (only where the dump holds grants at all)
     top = grants.groupBy("cluster_id").agg(F.max("block_end").alias("max_granted"))
@@ -93,39 +116,28 @@ def run(ctx):
         F.min("max_timestamp").alias("first_timestamp"))
     never = used.join(top, "cluster_id").where(F.col("producer_id") > F.col("max_granted"))
     out.append(never.select(
-        "cluster_id", "topic", "partition", "producer_id", "first_offset", "first_timestamp", F.lit("error").alias("severity"),
-        F.concat(F.lit("producer id "), F.col("producer_id").cast("string"), F.lit(" is used on "), F.col("topic"), F.lit("-"),
-                 F.col("partition").cast("string"), F.lit(" but the controller never granted a block above "),
-                 F.col("max_granted").cast("string"), F.lit(" (ids from another cluster, a lost metadata log, or an overlap)")).alias("message"),
-        evidence(kind=F.lit("never-granted"), max_granted=F.col("max_granted")).alias("evidence"),
+        "cluster_id", "topic", "partition", "producer_id", "first_offset", "first_timestamp", F.lit("never-granted").alias("kind"),
+        evidence(EVIDENCE, max_granted=F.col("max_granted")).alias("evidence"),
     ))
     if ctx.has_rows("transaction_log"):
         shared = ctx.producer_transactional_ids.groupBy("cluster_id", "producer_id").agg(
             F.sort_array(F.collect_set("transactional_id")).alias("ids")).where(F.size("ids") > 1)
         out.append(shared.select(
-            "cluster_id", "producer_id", F.col("ids")[0].alias("transactional_id"), F.lit("error").alias("severity"),
-            F.concat(F.lit("producer id "), F.col("producer_id").cast("string"), F.lit(" is recorded for transactional ids "),
-                     F.array_join("ids", ", "), F.lit(" in __transaction_state: two producers share one id")).alias("message"),
-            evidence(kind=F.lit("shared-id"), transactional_ids=F.array_join("ids", ",")).alias("evidence"),
+            "cluster_id", "producer_id", F.col("ids")[0].alias("transactional_id"), F.lit("shared-id").alias("kind"),
+            evidence(EVIDENCE, transactional_ids=F.col("ids")).alias("evidence"),
         ))
-    from auditor.engine.findings import conform
-
-    res = None
-    for df in out:
-        df = conform(df.withColumn("remediation", F.lit(RULE.remediation)), RULE.id)
-        res = df if res is None else res.unionByName(df)
+    res = out[0]
+    for df in out[1:]:
+        res = res.unionByName(df, allowMissingColumns=True)
     return res
 
 
 RULE = Rule(
     id="pid-block-overlap",
     title="Producer-id blocks that overlap or go backwards; producer ids used twice",
-    severity="critical",
     run=run,
+    kinds=KINDS,
+    evidence=EVIDENCE,
     proposals=("KIP-730", "KAFKA-15552", "KAFKA-20031"),
-    evidence=("kind", "next_producer_id", "previous_next_producer_id", "granted_to_broker", "first_block",
-        "second_block", "first_sources", "second_sources", "max_granted", "transactional_ids"),
-    remediation=("stop producers using the affected ids, upgrade brokers with the fix, restart brokers so they take "
-                 "fresh blocks above the highest id in use; for shared-id re-initialise one transactional producer"),
     needs=("batches",),
 )

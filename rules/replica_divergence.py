@@ -52,15 +52,38 @@ reassign the partition. Check ``unclean.leader.election.enable``.
 
 from __future__ import annotations
 
-from auditor.engine.findings import FINDING_COLUMNS, evidence
-from auditor.engine.rule import Rule
+from auditor.engine.findings import evidence
+from auditor.engine.rule import Evidence, Kind, Rule
 
 PARTITION = ["cluster_id", "topic", "partition"]
 COMPARED = ("producer_id", "producer_epoch", "base_sequence", "last_offset", "control_type", "is_control", "magic")
 
+EVIDENCE = (
+    Evidence("offsets", "bigint", "base offsets where the replicas disagree this way"),
+    Evidence("first_divergence", "string", "the first of them, what differs (min/max across brokers)"),
+    Evidence("lacking_broker", "int", "the broker whose replica lacks batches or markers the others hold"),
+    Evidence("replica_ranges", "array<string>", "each replica's offsets in the dump (broker: first..last)"),
+)
+
+_WHERE = " at {offsets} offset(s) from {first_offset} to {last_offset}; first: {first_divergence}"
+_ADVICE = ("decide which replica is right (the leader of the highest leader epoch, leader-epoch-checkpoint) and rebuild "
+           "the others from it: stop the broker, remove the partition directory and let it re-replicate, or reassign "
+           "the partition; check unclean.leader.election.enable")
+KINDS = {
+    "batch-mismatch": Kind("error", "replicas of {topic}-{partition} disagree: different batches at the same base "
+                           "offset" + _WHERE, advice=_ADVICE),
+    "missing-marker": Kind("error", "replicas of {topic}-{partition} disagree: broker {lacking_broker} lacks transaction "
+                           "markers the other replica(s) hold" + _WHERE, advice=_ADVICE),
+    "missing-batch": Kind("error", "replicas of {topic}-{partition} disagree: broker {lacking_broker} lacks batches the "
+                          "other replica(s) hold" + _WHERE, advice=_ADVICE),
+}
+
 
 def _empty(ctx):
-    return ctx.spark.createDataFrame([], ", ".join(f"{n} {t}" for n, t in FINDING_COLUMNS))
+    from pyspark.sql import functions as F
+
+    return ctx.partitions.limit(0).select(*PARTITION, F.lit("batch-mismatch").alias("kind"),
+                                          evidence(EVIDENCE).alias("evidence"))
 
 
 def run(ctx):
@@ -117,43 +140,27 @@ def run(ctx):
         F.min("base_offset").alias("first_offset"), F.max("base_offset").alias("last_offset"),
         F.count(F.lit(1)).alias("offsets"), F.min(F.struct("base_offset", "detail")).alias("first"),
         F.first("ranges").alias("ranges"))
-    ranges = F.array_join(F.transform("ranges", lambda r: F.concat(
+    ranges = F.transform("ranges", lambda r: F.concat(
         F.lit("broker "), r["broker_id"].cast("string"), F.lit(": "), r["first_batch_offset"].cast("string"), F.lit(".."),
-        (r["log_end_offset"] - 1).cast("string"))), "; ")
-    tp = F.concat(F.col("topic"), F.lit("-"), F.col("partition").cast("string"))
+        (r["log_end_offset"] - 1).cast("string")))
     return f.select(
-        *PARTITION, "broker_id", "first_offset", "last_offset",
-        F.lit("error").alias("severity"),
-        F.concat(
-            F.lit("replicas of "), tp, F.lit(" disagree: "),
-            F.when(F.col("kind") == "batch-mismatch", F.lit("different batches at the same base offset"))
-            .when(F.col("kind") == "missing-marker", F.concat(F.lit("broker "), F.col("broker_id").cast("string"),
-                                                             F.lit(" lacks transaction markers the other replica(s) hold")))
-            .otherwise(F.concat(F.lit("broker "), F.col("broker_id").cast("string"),
-                                F.lit(" lacks batches the other replica(s) hold"))),
-            F.lit(" at "), F.col("offsets").cast("string"), F.lit(" offset(s) from "), F.col("first_offset").cast("string"),
-            F.lit(" to "), F.col("last_offset").cast("string"), F.lit("; first: "), F.col("first.detail"),
-        ).alias("message"),
+        *PARTITION, "broker_id", "first_offset", "last_offset", "kind",
         evidence(
-            kind=F.col("kind"),
+            EVIDENCE,
             offsets=F.col("offsets"),
             first_divergence=F.col("first.detail"),
             lacking_broker=F.col("broker_id"),
             replica_ranges=ranges,
         ).alias("evidence"),
-        F.lit("decide which replica is right (the leader of the highest leader epoch, leader-epoch-checkpoint) and rebuild "
-              "the others from it: stop the broker, remove the partition directory and let it re-replicate, or reassign "
-              "the partition; check unclean.leader.election.enable").alias("remediation"),
     )
 
 
 RULE = Rule(
     id="replica-divergence",
     title="Replicas of one partition that hold different batches or markers",
-    severity="error",
     run=run,
+    kinds=KINDS,
+    evidence=EVIDENCE,
     proposals=("KIP-101", "KIP-279"),
-    evidence=("kind", "offsets", "first_divergence", "lacking_broker", "replica_ranges"),
-    remediation="rebuild the wrong replica from the right one (re-replicate or reassign)",
     needs=("batches",),
 )

@@ -54,12 +54,49 @@ the replicas (``replica-divergence``) for the records this replica lost.
 
 from __future__ import annotations
 
-from auditor.engine.findings import conform, evidence
-from auditor.engine.rule import Rule
+from auditor.engine.findings import evidence
+from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
-from rules._common import abort_command
+from rules._common import ABORT, COMPACTED, COORDINATOR_EPOCH
 
 ENTRY = [*REPLICA, "snapshot_offset", "entry_index", "producer_id"]
+
+EVIDENCE = (
+    Evidence("snapshot_offset", "bigint", "the snapshot's offset (its file name)"),
+    Evidence("entry_index", "int", "the producer's entry in it"),
+    Evidence("current_txn_first_offset", "bigint", "first offset of the transaction the entry has open"),
+    Evidence("log_start_offset", "bigint", "the replica's log start offset"),
+    Evidence("log_end_offset", "bigint", "the replica's log end offset"),
+    COORDINATOR_EPOCH,
+    Evidence("snapshot_last_sequence", "int", "last sequence the entry records"),
+    Evidence("snapshot_first_offset", "bigint", "first offset of the last batch the entry records"),
+    Evidence("log_producer_id", "bigint", "producer of the data batch the log has ending at that offset"),
+    Evidence("log_epoch", "int", "its epoch"),
+    Evidence("log_base_offset", "bigint", "its base offset"),
+    Evidence("log_last_sequence", "int", "its last sequence"),
+    COMPACTED,
+)
+
+_SNAP = "producer snapshot {snapshot_offset} of {topic}-{partition}"
+KINDS = {
+    "open-txn-below-log-start": Kind(
+        "error", _SNAP + ": producer {producer_id} (epoch {producer_epoch}) has a transaction open since offset "
+        "{current_txn_first_offset}, below the log start offset {log_start_offset}, and no later marker closes it: its "
+        "first records were deleted while it is still open", ABORT,
+        "the --start-offset is the transaction's first offset as the broker's producer state holds it, below the log "
+        "start offset"),
+    "last-batch-mismatch": Kind(
+        "error", _SNAP + ": entry for producer {producer_id} says its last batch is epoch {producer_epoch}, offsets "
+        "{snapshot_first_offset}..{last_offset}, last sequence {snapshot_last_sequence}; "
+        "[[the log has producer {log_producer_id} epoch {log_epoch}, offsets {log_base_offset}..{last_offset}, last "
+        "sequence {log_last_sequence}]][[!{log_producer_id:if}no data batch of a producer ends there]]",
+        advice="stop the broker and delete this partition's .snapshot files (producer state is rebuilt from the log) or "
+               "let the replica re-replicate; look for truncation around the offset"),
+    "snapshot-ahead-of-log": Kind(
+        "warning", _SNAP + " is above the replica's log end offset {log_end_offset}: it describes offsets the log no "
+        "longer has", advice="check that the dump holds every segment of the partition; otherwise compare its replicas "
+                             "(replica-divergence) for the records this one lost"),
+}
 
 
 def run(ctx):
@@ -67,9 +104,6 @@ def run(ctx):
 
     parts = ctx.partitions.select(*REPLICA, "log_start_offset", "log_end_offset", "is_compacted")
     e = ctx.table("producer_snapshots").where("producer_id IS NOT NULL").join(parts, REPLICA)
-    tp = F.concat(F.col("topic"), F.lit("-"), F.col("partition").cast("string"))
-    snap = F.concat(F.lit("snapshot "), F.col("snapshot_offset").cast("string"), F.lit(" of "), tp,
-                    F.lit(" on broker "), F.col("broker_id").cast("string"))
     out = []
 
     # open transaction whose first offset was deleted, not closed by any later marker
@@ -79,17 +113,11 @@ def run(ctx):
     o = o.join(closers, ENTRY, "left_anti")
     out.append(o.select(
         *REPLICA, "producer_id", "producer_epoch", F.col("current_txn_first_offset").alias("first_offset"),
-        F.col("snapshot_offset").alias("last_offset"), F.col("last_timestamp"), F.lit("error").alias("severity"),
-        F.concat(snap, F.lit(": producer "), F.col("producer_id").cast("string"), F.lit(" (epoch "),
-                 F.col("producer_epoch").cast("string"), F.lit(") has a transaction open since offset "),
-                 F.col("current_txn_first_offset").cast("string"), F.lit(", below the log start offset "),
-                 F.col("log_start_offset").cast("string"),
-                 F.lit(", and no later marker closes it: its first records were deleted while it is still open")).alias("message"),
-        evidence(kind=F.lit("open-txn-below-log-start"), snapshot_offset=F.col("snapshot_offset"),
-                 entry_index=F.col("entry_index"), current_txn_first_offset=F.col("current_txn_first_offset"),
-                 log_start_offset=F.col("log_start_offset"), coordinator_epoch=F.col("coordinator_epoch")).alias("evidence"),
-        abort_command(F.col("topic"), F.col("partition"), F.col("current_txn_first_offset"), F.col("producer_id"),
-                      F.col("producer_epoch"), F.col("coordinator_epoch")).alias("remediation"),
+        F.col("snapshot_offset").alias("last_offset"), F.col("last_timestamp"), F.lit("open-txn-below-log-start").alias("kind"),
+        evidence(EVIDENCE, snapshot_offset=F.col("snapshot_offset"), entry_index=F.col("entry_index"),
+                 current_txn_first_offset=F.col("current_txn_first_offset"), log_start_offset=F.col("log_start_offset"),
+                 log_end_offset=F.col("log_end_offset"), coordinator_epoch=F.col("coordinator_epoch"),
+                 compacted=F.col("is_compacted")).alias("evidence"),
     ))
 
     # the entry's last batch, where the log still has that offset
@@ -105,25 +133,16 @@ def run(ctx):
         F.max(ok.cast("int")).alias("ok"),
         F.min(F.struct("b_producer_id", "b_epoch", "b_base_offset", "b_last_sequence")).alias("found"))
     m = m.where(F.coalesce(F.col("ok"), F.lit(0)) == 0).where(F.col("found.b_producer_id").isNotNull() | ~F.col("is_compacted"))
-    found = F.when(F.col("found.b_producer_id").isNull(), F.lit("no data batch of a producer ends there")).otherwise(F.concat(
-        F.lit("the log has producer "), F.col("found.b_producer_id").cast("string"), F.lit(" epoch "),
-        F.col("found.b_epoch").cast("string"), F.lit(", offsets "), F.col("found.b_base_offset").cast("string"), F.lit(".."),
-        F.col("last_offset").cast("string"), F.lit(", last sequence "), F.col("found.b_last_sequence").cast("string")))
     out.append(m.select(
         *REPLICA, "producer_id", "producer_epoch", (F.col("last_offset") - F.col("offset_delta")).alias("first_offset"),
-        "last_offset", "last_timestamp", F.lit("error").alias("severity"),
-        F.concat(snap, F.lit(": entry for producer "), F.col("producer_id").cast("string"), F.lit(" says its last batch is "),
-                 F.lit("epoch "), F.col("producer_epoch").cast("string"), F.lit(", offsets "),
-                 (F.col("last_offset") - F.col("offset_delta")).cast("string"), F.lit(".."), F.col("last_offset").cast("string"),
-                 F.lit(", last sequence "), F.col("last_sequence").cast("string"), F.lit("; "), found).alias("message"),
-        evidence(kind=F.lit("last-batch-mismatch"), snapshot_offset=F.col("snapshot_offset"), entry_index=F.col("entry_index"),
-                 snapshot_epoch=F.col("producer_epoch"), snapshot_last_sequence=F.col("last_sequence"),
+        "last_offset", "last_timestamp", F.lit("last-batch-mismatch").alias("kind"),
+        evidence(EVIDENCE, snapshot_offset=F.col("snapshot_offset"), entry_index=F.col("entry_index"),
+                 log_start_offset=F.col("log_start_offset"), log_end_offset=F.col("log_end_offset"),
+                 snapshot_last_sequence=F.col("last_sequence"),
                  snapshot_first_offset=F.col("last_offset") - F.col("offset_delta"),
                  log_producer_id=F.col("found.b_producer_id"), log_epoch=F.col("found.b_epoch"),
                  log_base_offset=F.col("found.b_base_offset"), log_last_sequence=F.col("found.b_last_sequence"),
                  compacted=F.col("is_compacted")).alias("evidence"),
-        F.lit("stop the broker and delete this partition's .snapshot files (producer state is rebuilt from the log) or let "
-              "the replica re-replicate; look for truncation around the offset").alias("remediation"),
     ))
 
     # snapshot files above the log end (also empty snapshots, known only from the file inventory)
@@ -136,33 +155,22 @@ def run(ctx):
     a = offs.distinct().join(parts, REPLICA).where("snapshot_offset > log_end_offset")
     out.append(a.select(
         *REPLICA, F.col("log_end_offset").alias("first_offset"), F.col("snapshot_offset").alias("last_offset"),
-        F.lit("warning").alias("severity"),
-        F.concat(snap, F.lit(" is above the replica's log end offset "), F.col("log_end_offset").cast("string"),
-                 F.lit(": it describes "), (F.col("snapshot_offset") - F.col("log_end_offset")).cast("string"),
-                 F.lit(" offset(s) the log no longer has")).alias("message"),
-        evidence(kind=F.lit("snapshot-ahead-of-log"), snapshot_offset=F.col("snapshot_offset"),
-                 log_end_offset=F.col("log_end_offset"), log_start_offset=F.col("log_start_offset")).alias("evidence"),
-        F.lit("check that the dump holds every segment of the partition; otherwise compare its replicas "
-              "(replica-divergence) for the records this one lost").alias("remediation"),
+        F.lit("snapshot-ahead-of-log").alias("kind"),
+        evidence(EVIDENCE, snapshot_offset=F.col("snapshot_offset"), log_end_offset=F.col("log_end_offset"),
+                 log_start_offset=F.col("log_start_offset"), compacted=F.col("is_compacted")).alias("evidence"),
     ))
-    res = None
-    for df in out:
-        df = conform(df, RULE.id)
-        res = df if res is None else res.unionByName(df)
+    res = out[0]
+    for df in out[1:]:
+        res = res.unionByName(df, allowMissingColumns=True)
     return res
 
 
 RULE = Rule(
     id="snapshot-log-mismatch",
     title="Producer-state snapshot that disagrees with the log (open txn below log start, wrong last batch)",
-    severity="error",
     run=run,
+    kinds=KINDS,
+    evidence=EVIDENCE,
     proposals=("KIP-98", "KIP-360"),
-    evidence=("kind", "snapshot_offset", "entry_index", "current_txn_first_offset", "log_start_offset",
-        "coordinator_epoch", "snapshot_epoch", "snapshot_last_sequence", "snapshot_first_offset",
-        "log_producer_id", "log_epoch", "log_base_offset", "log_last_sequence", "compacted",
-        "log_end_offset"),
-    remediation=("open txn below log start: kafka-transactions.sh abort; wrong last batch: delete the snapshots and let the "
-                 "broker rebuild state; snapshot ahead of the log: check the dump, compare replicas"),
     needs=("batches", "producer_snapshots"),
 )

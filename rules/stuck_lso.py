@@ -31,9 +31,38 @@ Re-audit afterwards: another hanging transaction may be next in line.
 from __future__ import annotations
 
 from auditor.engine.findings import evidence
-from auditor.engine.rule import Rule
+from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
-from rules._common import abort_command, ms_text
+from rules._common import ABORT, COMPACTED, COORDINATOR_EPOCH
+
+EVIDENCE = (
+    Evidence("last_stable_offset", "bigint", "the partition's LSO as the broker computes it from this log"),
+    Evidence("high_watermark", "bigint", "the high watermark: the replication checkpoint's, capped at the log end "
+                                         "offset (the log end offset without a checkpoint)"),
+    Evidence("log_end_offset", "bigint", "next offset after the last batch of the log"),
+    Evidence("lag_offsets", "bigint", "offsets between the LSO and the high watermark"),
+    Evidence("lag_ms", "bigint", "time between the pinning transaction's first batch and the newest batch"),
+    Evidence("open_transactions", "bigint", "open transactions on the partition"),
+    COMPACTED,
+    Evidence("consumer_groups", "array<string>", "groups with committed offsets on the partition"),
+    Evidence("pending_offset_commit_groups", "array<string>",
+             "groups with a transactional offset commit of the pinning producer still open"),
+    COORDINATOR_EPOCH,
+)
+
+_MESSAGE = ("LSO of {topic}-{partition} is pinned at {last_stable_offset} by producer {producer_id}, {lag_offsets} offsets "
+            "({lag_ms:duration}) behind the high watermark {high_watermark}: read_committed consumers stop at the LSO"
+            "[[; groups reading it: {consumer_groups:list}]]"
+            "[[{compacted:if}; the log cleaner cannot compact past the LSO]]"
+            "[[; pending transactional offset commits block offset fetches (KIP-447) of groups: "
+            "{pending_offset_commit_groups:list}]]")
+KINDS = {
+    "open": Kind("info", _MESSAGE + " (the transaction is younger than transaction.max.timeout.ms)",
+                 advice="the pinning transaction is younger than transaction.max.timeout.ms: the hanging-transaction "
+                        "finding on the same offset says whether it can still complete (in-flight) or must be aborted"),
+    "stuck": Kind("error", _MESSAGE, ABORT, "abort the pinning transaction, then audit again (hanging-transaction "
+                                            "says why it hangs)"),
+}
 
 
 def run(ctx):
@@ -65,16 +94,6 @@ def run(ctx):
     lag_ms = F.col("max_timestamp") - F.col("first_timestamp")
     pin = ctx.with_as_of(pin)
     old = (F.col("as_of_ms") - F.col("first_timestamp")) > F.lit(ctx.options.transaction_max_timeout_ms)
-    blocks = F.concat_ws(
-        "; ",
-        F.lit("read_committed consumers stop at the LSO"),
-        F.when(F.size(F.coalesce("groups", F.array())) > 0,
-               F.concat(F.lit("groups reading it: "), F.array_join("groups", ", "))),
-        F.when(F.col("is_compacted"), F.lit("the log cleaner cannot compact past the LSO")),
-        F.when(F.size(F.coalesce("pending_groups", F.array())) > 0,
-               F.concat(F.lit("pending transactional offset commits block offset fetches (KIP-447) of groups: "),
-                        F.array_join("pending_groups", ", "))),
-    )
     return pin.select(
         *REPLICA,
         "producer_id",
@@ -84,37 +103,29 @@ def run(ctx):
         "first_timestamp",
         F.col("max_timestamp").alias("last_timestamp"),
         lag_ms.alias("duration_ms"),
-        F.when(old, F.lit("error")).otherwise(F.lit("info")).alias("severity"),
-        F.concat(
-            F.lit("LSO of "), F.col("topic"), F.lit("-"), F.col("partition").cast("string"), F.lit(" is pinned at "),
-            F.col("last_stable_offset").cast("string"), F.lit(" by producer "), F.col("producer_id").cast("string"),
-            F.lit(", "), (F.col("hw") - F.col("last_stable_offset")).cast("string"), F.lit(" offsets ("), ms_text(lag_ms),
-            F.lit(") behind the high watermark "), F.col("hw").cast("string"), F.lit(": "), blocks,
-        ).alias("message"),
+        F.when(old, F.lit("stuck")).otherwise(F.lit("open")).alias("kind"),
         evidence(
+            EVIDENCE,
             last_stable_offset=F.col("last_stable_offset"),
-            high_watermark=F.col("high_watermark"),
+            high_watermark=F.col("hw"),
             log_end_offset=F.col("log_end_offset"),
             lag_offsets=F.col("hw") - F.col("last_stable_offset"),
             lag_ms=lag_ms,
             open_transactions=F.col("open_transactions"),
             compacted=F.col("is_compacted"),
-            consumer_groups=F.array_join(F.coalesce("groups", F.array()), ","),
-            pending_offset_commit_groups=F.array_join(F.coalesce("pending_groups", F.array()), ","),
+            consumer_groups=F.coalesce("groups", F.array()),
+            pending_offset_commit_groups=F.coalesce("pending_groups", F.array()),
+            coordinator_epoch=F.col("prev_coordinator_epoch"),
         ).alias("evidence"),
-        abort_command(F.col("topic"), F.col("partition"), F.col("first_offset"), F.col("producer_id"),
-                      F.col("data_epoch_max"), F.col("prev_coordinator_epoch")).alias("remediation"),
     )
 
 
 RULE = Rule(
     id="stuck-lso",
     title="Last stable offset pinned behind the high watermark by an open transaction",
-    severity="error",
     run=run,
+    kinds=KINDS,
+    evidence=EVIDENCE,
     proposals=("KIP-98", "KIP-447", "KIP-890"),
-    evidence=("last_stable_offset", "high_watermark", "log_end_offset", "lag_offsets", "lag_ms",
-        "open_transactions", "compacted", "consumer_groups", "pending_offset_commit_groups"),
-    remediation="abort the pinning transaction (kafka-transactions.sh abort), then re-audit",
     needs=("batches",),
 )

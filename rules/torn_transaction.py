@@ -71,10 +71,50 @@ replicas first (the marker may exist on the leader).
 from __future__ import annotations
 
 from auditor.engine.findings import evidence
-from auditor.engine.rule import Rule
+from auditor.engine.rule import Command, Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
-from rules._common import abort_command
+from rules._common import COORDINATOR_EPOCH
 from rules._txnlog import HISTORY_KEY, history
+
+EVIDENCE = (
+    Evidence("decision", "string", "COMMIT or ABORT: what the coordinator recorded (its Complete* record)"),
+    Evidence("coordinator_partition", "int", "__transaction_state partition of the transactional id"),
+    Evidence("prepare_offset", "bigint", "offset of the Prepare* record"),
+    Evidence("complete_offset", "bigint", "offset of the Complete* record"),
+    Evidence("marker_offset", "bigint", "offset of the marker of the other type"),
+    Evidence("marker_type", "string", "its type"),
+    Evidence("marker_timestamp", "bigint", "its timestamp"),
+    Evidence("marker_coordinator_epoch", "int", "its coordinator epoch"),
+    Evidence("open_data_first_offset", "bigint", "first offset of the producer's data still open on the partition"),
+    Evidence("open_data_epoch", "int", "producer epoch of that data"),
+    COORDINATOR_EPOCH,
+    Evidence("window_start_ms", "bigint", "start of the transaction: markers before it belong to earlier ones"),
+    Evidence("window_end_ms", "bigint", "start of the id's next transaction: markers after it belong to later ones"),
+)
+
+_WHERE = ("torn transaction of transactional id {transactional_id} (producer {producer_id}, marker epoch "
+          "{producer_epoch}): the coordinator recorded {decision} (__transaction_state-{coordinator_partition} offsets "
+          "{prepare_offset}/{complete_offset}) but {topic}-{partition} ")
+_MISSING = _WHERE + "has no marker of that producer and epoch[[; its data from offset {open_data_first_offset} is still open]]"
+KINDS = {
+    "wrong-marker": Kind("critical", _WHERE + "has an {marker_type} marker at offset {marker_offset} (KAFKA-17754)",
+                         advice="cannot be repaired in Kafka: reconcile downstream consumers of these offsets with the "
+                                "coordinator's decision; prevent it with transaction.version 2 and clients that never "
+                                "abort after a commit timed out"),
+    "missing-abort-marker": Kind(
+        "error", _MISSING,
+        (Command("kafka-transactions.sh --bootstrap-server <broker:port> abort --topic {topic} --partition {partition} "
+                 "--start-offset {open_data_first_offset}"),
+         Command("kafka-transactions.sh --bootstrap-server <broker:port> abort --topic {topic} --partition {partition} "
+                 "--producer-id {producer_id} --producer-epoch {open_data_epoch} --coordinator-epoch "
+                 "{coordinator_epoch:default=0}", applies_to="brokers before 3.0")),
+        "compare the partition's replicas first: the marker may exist on the leader; abort the open data only where "
+        "it is still open"),
+    "missing-commit-marker": Kind(
+        "error", _MISSING,
+        advice="compare the partition's replicas first; a COMMIT marker cannot be written by hand: abort the open data "
+               "(kafka-transactions.sh abort) and produce the records again"),
+}
 
 
 def _start(prefix: str = ""):
@@ -161,7 +201,8 @@ def run(ctx):
     )
     g = g.withColumn("classification", cls).where("classification IS NOT NULL")
     wrong_c = F.col("classification") == "wrong-marker"
-    tp = F.concat(F.col("topic"), F.lit("-"), F.col("partition").cast("string"))
+    kind = F.when(wrong_c, F.lit("wrong-marker")).when(F.col("decision") == "ABORT", F.lit("missing-abort-marker")).otherwise(
+        F.lit("missing-commit-marker"))
     return g.select(
         *REPLICA, "producer_id", F.col("epoch").alias("producer_epoch"), "transactional_id",
         F.when(wrong_c, F.coalesce(F.col("wm.first_offset"), F.col("wm.offset"))).otherwise(
@@ -169,58 +210,32 @@ def run(ctx):
         F.when(wrong_c, F.col("wm.offset")).alias("last_offset"),
         F.col("prepare_ts").alias("first_timestamp"), F.col("complete_ts").alias("last_timestamp"),
         (F.col("complete_ts") - F.col("prepare_ts")).alias("duration_ms"),
-        F.when(wrong_c, F.lit("critical")).otherwise(F.lit("error")).alias("severity"),
-        F.concat(
-            F.lit("torn transaction of transactional id "), F.col("transactional_id"), F.lit(" (producer "),
-            F.col("producer_id").cast("string"), F.lit(", marker epoch "), F.col("epoch").cast("string"),
-            F.lit("): the coordinator recorded "), F.col("decision"), F.lit(" ("), F.col("coordinator_topic"), F.lit("-"),
-            F.col("coordinator_partition").cast("string"), F.lit(" offsets "), F.col("prepare_offset").cast("string"),
-            F.lit("/"), F.col("complete_offset").cast("string"), F.lit(") but "), tp,
-            F.lit(" on broker "), F.col("broker_id").cast("string"),
-            F.when(wrong_c, F.concat(F.lit(" has an "), F.col("wm.type"), F.lit(" marker at offset "),
-                                     F.col("wm.offset").cast("string"), F.lit(" (KAFKA-17754)")))
-            .otherwise(F.concat(F.lit(" has no marker of that producer and epoch"),
-                                F.when(F.col("open_first_offset").isNotNull(), F.concat(
-                                    F.lit("; its data from offset "), F.col("open_first_offset").cast("string"),
-                                    F.lit(" is still open"))).otherwise(F.lit("")))),
-        ).alias("message"),
+        kind.alias("kind"),
         evidence(
-            classification=F.col("classification"),
+            EVIDENCE,
             decision=F.col("decision"),
+            coordinator_partition=F.col("coordinator_partition"),
             prepare_offset=F.col("prepare_offset"),
             complete_offset=F.col("complete_offset"),
-            marker_epoch_expected=F.col("epoch"),
             marker_offset=F.col("wm.offset"),
             marker_type=F.col("wm.type"),
             marker_timestamp=F.col("wm.ts"),
             marker_coordinator_epoch=F.col("wm.coordinator_epoch"),
             open_data_first_offset=F.col("open_first_offset"),
+            open_data_epoch=F.col("open_epoch"),
+            coordinator_epoch=F.col("prev_coordinator_epoch"),
             window_start_ms=F.col("start_ts"),
             window_end_ms=F.col("next_start_ts"),
-            coordinator_partition=F.col("coordinator_partition"),
         ).alias("evidence"),
-        F.when(wrong_c, F.lit("cannot be repaired in Kafka: reconcile downstream consumers of these offsets with the "
-                              "coordinator's decision; prevent it with transaction.version 2 and clients that never abort "
-                              "after a commit timed out"))
-        .when((F.col("decision") == "ABORT") & F.col("open_first_offset").isNotNull(), abort_command(
-            F.col("topic"), F.col("partition"), F.col("open_first_offset"), F.col("producer_id"), F.col("open_epoch"),
-            F.col("prev_coordinator_epoch")))
-        .when(F.col("decision") == "ABORT", F.lit("compare the partition's replicas: the marker may exist on the leader"))
-        .otherwise(F.lit("compare the partition's replicas first; a COMMIT marker cannot be written by hand: abort the open "
-                         "data (kafka-transactions.sh abort) and re-produce it")).alias("remediation"),
     )
 
 
 RULE = Rule(
     id="torn-transaction",
     title="Completed transaction whose partitions got a different marker type, or none",
-    severity="critical",
     run=run,
+    kinds=KINDS,
+    evidence=EVIDENCE,
     proposals=("KIP-98", "KIP-890", "KAFKA-17754"),
-    evidence=("classification", "decision", "prepare_offset", "complete_offset", "marker_epoch_expected",
-        "marker_offset", "marker_type", "marker_timestamp", "marker_coordinator_epoch",
-        "open_data_first_offset", "window_start_ms", "window_end_ms", "coordinator_partition"),
-    remediation=("wrong-marker: reconcile downstream with the coordinator's decision; missing-marker: abort the open data "
-                 "(ABORT decisions) or abort and re-produce (COMMIT), after comparing replicas"),
     needs=("batches", "transaction_log"),
 )

@@ -65,13 +65,63 @@ two coordinators, compare its replicas, and re-initialise the producer
 from __future__ import annotations
 
 from auditor.engine.findings import evidence
-from auditor.engine.rule import Rule
+from auditor.engine.rule import Command, Evidence, Kind, Rule
 from auditor.formats.txnlog import VALID_PREVIOUS_STATES
-from rules._common import ms_text
 from rules._txnlog import history
 
 ABORT_SCAN_INTERVAL_MS = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms default
 IN_MEMORY_STATES = ("Dead", "PrepareEpochFence")
+
+
+EVIDENCE = (
+    Evidence("state", "string", "the record's state (Dead for a tombstone)"),
+    Evidence("previous_state", "string", "state of the id's record before it"),
+    Evidence("previous_offset", "bigint", "offset of that record"),
+    Evidence("previous_producer_id", "bigint", "its producer id"),
+    Evidence("previous_producer_epoch", "int", "its producer epoch"),
+    Evidence("allowed_previous_states", "array<string>", "the states Kafka allows before this one"),
+    Evidence("partitions", "array<string>", "partitions the record lists in the transaction"),
+    Evidence("transaction_timeout_ms", "int", "the transaction's timeout in the record"),
+    Evidence("timeout_ms", "bigint", "the timeout the coordinator applies: the record's, capped at "
+                                     "transaction.max.timeout.ms"),
+    Evidence("start_timestamp_ms", "bigint", "the transaction's start in the record"),
+    Evidence("age_ms", "bigint", "how long the record has stood unchanged (as of as_of_ms)"),
+    Evidence("as_of_ms", "bigint", "the instant ages are measured against"),
+)
+
+_WHO = ("transactional id {transactional_id} (producer {producer_id}, epoch {producer_epoch}) at {topic}-{partition} "
+        "offset {last_offset}")
+_TWO_COORDINATORS = ("check the leader history (leader-epoch-checkpoint) of the __transaction_state partition around "
+                     "these offsets for two coordinators, compare its replicas, and re-initialise the producer "
+                     "(initTransactions) so the coordinator writes a fresh state")
+KINDS = {
+    "invalid-transition": Kind(
+        "error", "invalid coordinator transition {previous_state} -> {state} for " + _WHO + " (previous record at offset "
+        "{previous_offset}, producer {previous_producer_id} epoch {previous_producer_epoch}); {state} may only follow: "
+        "[[{allowed_previous_states:list}]][[!{allowed_previous_states:if}(fresh metadata only)]]",
+        advice=_TWO_COORDINATORS),
+    "epoch-regression": Kind(
+        "error", "producer epoch went back from {previous_producer_epoch} (offset {previous_offset}) to {producer_epoch} "
+        "for " + _WHO + " with the same producer id", advice=_TWO_COORDINATORS),
+    "in-memory-state": Kind(
+        "warning", "in-memory state {state} persisted for " + _WHO + "; Kafka never writes it to __transaction_state",
+        advice=_TWO_COORDINATORS),
+    "prepare-never-completed": Kind(
+        "error", "{state} never completed for " + _WHO + ": the coordinator decided {age_ms:duration} ago (longer than "
+        "transaction.max.timeout.ms) and never wrote the Complete record; partitions waiting for markers: "
+        "[[{partitions:list}]][[!{partitions:if}none listed]]",
+        advice="check that every listed partition has a leader; then move leadership of {topic}-{partition} "
+               "(preferred-leader election or restart of the coordinator broker) so the new coordinator reloads the "
+               "state and resends the markers; upgrade brokers affected by KAFKA-16352; never abort a PrepareCommit "
+               "transaction by hand (that tears it)"),
+    "ongoing-timed-out": Kind(
+        "warning", "transaction of " + _WHO + " is still Ongoing after {age_ms:duration}, past its timeout of "
+        "{timeout_ms:duration}: the coordinator should have aborted it; partitions: [[{partitions:list}]]"
+        "[[!{partitions:if}none]]",
+        (Command("kafka-transactions.sh --bootstrap-server <broker:port> describe --transactional-id {transactional_id}"),),
+        "check the coordinator for failed writes to __transaction_state (min.insync.replicas, leadership); "
+        "re-initialising the producer (initTransactions) fences and aborts the transaction"),
+}
 
 
 def allowed_pairs() -> list[tuple[str, str]]:
@@ -112,57 +162,11 @@ def run(ctx):
     )
     f = h.withColumn("kind", kind).where("kind IS NOT NULL")
 
-    before = F.create_map(*[x for s, prevs in sorted(VALID_PREVIOUS_STATES.items())
-                            for x in (F.lit(s), F.lit(", ".join(sorted(prevs))))])
-    parts = F.array_join(F.transform(F.coalesce(F.col("topic_partitions"), F.array()),
-                                     lambda tp: F.concat(tp["topic"], F.lit("-"), tp["partition"].cast("string"))), ",")
-    who = F.concat(F.lit("transactional id "), F.col("transactional_id"), F.lit(" (producer "),
-                   F.coalesce(F.col("producer_id").cast("string"), F.lit("?")), F.lit(", epoch "),
-                   F.coalesce(F.col("producer_epoch").cast("string"), F.lit("?")), F.lit(")"))
-    where = F.concat(F.lit(" at "), F.col("topic"), F.lit("-"), F.col("partition").cast("string"),
-                     F.lit(" offset "), F.col("offset").cast("string"))
+    before = F.create_map(*[x for s_, prevs in sorted(VALID_PREVIOUS_STATES.items())
+                            for x in (F.lit(s_), F.array(*[F.lit(v) for v in sorted(prevs)]))])
+    parts = F.transform(F.coalesce(F.col("topic_partitions"), F.array()),
+                        lambda tp: F.concat(tp["topic"], F.lit("-"), tp["partition"].cast("string")))
     age = F.when(F.col("kind") == "ongoing-timed-out", ongoing_age).when(F.col("kind") == "prepare-never-completed", prepare_age)
-    message = (
-        F.when(F.col("kind") == "invalid-transition", F.concat(
-            F.lit("invalid coordinator transition "), F.col("prev_state_label"), F.lit(" -> "), F.col("state_label"),
-            F.lit(" for "), who, where, F.lit(" (previous record at offset "), F.col("prev_offset").cast("string"),
-            F.lit(", producer "), F.coalesce(F.col("prev_producer_id").cast("string"), F.lit("?")), F.lit(" epoch "),
-            F.coalesce(F.col("prev_producer_epoch").cast("string"), F.lit("?")), F.lit("); "), F.col("state_label"),
-            F.lit(" may only follow: "), F.coalesce(before[F.col("state_label")], F.lit("(fresh metadata only)"))))
-        .when(F.col("kind") == "epoch-regression", F.concat(
-            F.lit("producer epoch went back from "), F.col("prev_producer_epoch").cast("string"), F.lit(" (offset "),
-            F.col("prev_offset").cast("string"), F.lit(") to "), F.col("producer_epoch").cast("string"),
-            F.lit(" for "), who, where, F.lit(" with the same producer id")))
-        .when(F.col("kind") == "in-memory-state", F.concat(
-            F.lit("in-memory state "), F.col("state"), F.lit(" persisted for "), who, where,
-            F.lit("; Kafka never writes it to __transaction_state")))
-        .when(F.col("kind") == "prepare-never-completed", F.concat(
-            F.col("state"), F.lit(" never completed for "), who, where, F.lit(": the coordinator decided "),
-            F.when(F.col("state") == "PrepareCommit", F.lit("to commit")).otherwise(F.lit("to abort")),
-            F.lit(" "), ms_text(prepare_age), F.lit(" ago (longer than transaction.max.timeout.ms) and never wrote the "
-                                                      "Complete record; partitions waiting for markers: "),
-            F.when(parts == "", F.lit("none listed")).otherwise(parts)))
-        .otherwise(F.concat(
-            F.lit("transaction of "), who, where, F.lit(" is still Ongoing after "), ms_text(ongoing_age),
-            F.lit(", past its timeout of "), ms_text(txn_timeout),
-            F.lit(": the coordinator should have aborted it; partitions: "), F.when(parts == "", F.lit("none")).otherwise(parts)))
-    )
-    sev = F.when(F.col("kind").isin("ongoing-timed-out", "in-memory-state"), F.lit("warning")).otherwise(F.lit("error"))
-    remediation = (
-        F.when(F.col("kind") == "prepare-never-completed", F.concat(
-            F.lit("check that every listed partition has a leader; then move leadership of "), F.col("topic"), F.lit("-"),
-            F.col("partition").cast("string"),
-            F.lit(" (preferred-leader election or restart of the coordinator broker) so the new coordinator reloads the "
-                  "state and resends the markers; upgrade brokers affected by KAFKA-16352; never abort a PrepareCommit "
-                  "transaction by hand (that tears it)")))
-        .when(F.col("kind") == "ongoing-timed-out", F.concat(
-            F.lit("kafka-transactions.sh --bootstrap-server <broker:port> describe --transactional-id "), F.col("transactional_id"),
-            F.lit("; check the coordinator for failed writes to __transaction_state (min.insync.replicas, leadership); "
-                  "re-initialising the producer (initTransactions) fences and aborts the transaction")))
-        .otherwise(F.lit("check the leader history (leader-epoch-checkpoint) of the __transaction_state partition around these "
-                         "offsets for two coordinators, compare its replicas, and re-initialise the producer "
-                         "(initTransactions) so the coordinator writes a fresh state"))
-    )
     return f.select(
         "cluster_id", "broker_id", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
         F.coalesce(F.col("prev_offset"), F.col("offset")).alias("first_offset"),
@@ -172,10 +176,9 @@ def run(ctx):
         .otherwise(F.col("last_update_timestamp_ms")).alias("first_timestamp"),
         F.col("last_update_timestamp_ms").alias("last_timestamp"),
         age.alias("duration_ms"),
-        sev.alias("severity"),
-        message.alias("message"),
+        "kind",
         evidence(
-            kind=F.col("kind"),
+            EVIDENCE,
             state=F.col("state_label"),
             previous_state=F.col("prev_state_label"),
             previous_offset=F.col("prev_offset"),
@@ -184,24 +187,20 @@ def run(ctx):
             allowed_previous_states=before[F.col("state_label")],
             partitions=parts,
             transaction_timeout_ms=F.col("transaction_timeout_ms"),
+            timeout_ms=txn_timeout,
             start_timestamp_ms=F.col("start_timestamp_ms"),
             age_ms=age,
             as_of_ms=as_of,
         ).alias("evidence"),
-        remediation.alias("remediation"),
     )
 
 
 RULE = Rule(
     id="transaction-state-violation",
     title="Coordinator state changes that break the transaction state machine, or never complete",
-    severity="error",
     run=run,
+    kinds=KINDS,
+    evidence=EVIDENCE,
     proposals=("KIP-98", "KIP-890", "KAFKA-16352", "KAFKA-19999"),
-    evidence=("kind", "state", "previous_state", "previous_offset", "previous_producer_id",
-        "previous_producer_epoch", "allowed_previous_states", "partitions", "transaction_timeout_ms",
-        "start_timestamp_ms", "age_ms", "as_of_ms"),
-    remediation=("stuck Prepare*: give every listed partition a leader and move the coordinator's leadership so it resends "
-                 "markers; timed-out Ongoing: check the coordinator's writes; invalid transitions: look for two coordinators"),
     needs=("transaction_log",),
 )

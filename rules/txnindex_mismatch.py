@@ -58,9 +58,51 @@ re-replicate from a healthy leader. Consumers that read the affected range with
 
 from __future__ import annotations
 
-from auditor.engine.findings import conform, evidence
-from auditor.engine.rule import Rule
+from auditor.engine.findings import evidence
+from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
+from rules._common import COMPACTED
+
+EVIDENCE = (
+    Evidence("entry_first_offset", "bigint", "the .txnindex entry's first offset"),
+    Evidence("entry_last_offset", "bigint", "its last offset (the ABORT marker's offset)"),
+    Evidence("entry_last_stable_offset", "bigint", "the LSO it records"),
+    Evidence("segment_base_offset", "bigint", "base offset of the segment whose index holds it"),
+    Evidence("entry_index", "int", "its position in that index"),
+    Evidence("marker_type", "string", "type of the marker at the entry's last offset"),
+    Evidence("data_first_offset", "bigint", "first offset of the aborted transaction's data in the log"),
+    Evidence("data_batches", "bigint", "data batches of that transaction"),
+    COMPACTED,
+)
+
+_ENTRY = ("txnindex entry of segment {segment_base_offset} for producer {producer_id} [{entry_first_offset}, "
+          "{entry_last_offset}] on {topic}-{partition}")
+_MISMATCH = _ENTRY + ": the aborted transaction's data starts at offset {data_first_offset}"
+_ADVICE = ("stop the broker and delete the partition's .txnindex/.index/.timeindex files and the clean-shutdown file so "
+           "it rebuilds them on recovery, or re-replicate the replica; reprocess or reconcile what read_committed "
+           "consumers read from the affected range")
+_COMPACTED_NOTE = " (compacted topic: the cleaner may have removed it)"
+KINDS = {
+    "missing-entry": Kind("error", "ABORT marker at {topic}-{partition} offset {last_offset} closed producer {producer_id}'s "
+                          "transaction with data from offset {data_first_offset} but no .txnindex entry records it: "
+                          "read_committed consumers see the aborted records", advice=_ADVICE),
+    "no-marker": Kind("warning", _ENTRY + ": no ABORT marker of that producer at offset {entry_last_offset}",
+                      advice=_ADVICE),
+    "no-marker-compacted": Kind("info", _ENTRY + ": no ABORT marker of that producer at offset {entry_last_offset}"
+                                + _COMPACTED_NOTE),
+    "not-an-abort": Kind("error", _ENTRY + " points at a {marker_type} marker: read_committed consumers drop committed "
+                         "records", advice=_ADVICE),
+    "entry-without-data": Kind("warning", _ENTRY + ": the ABORT marker there closed no data (the broker writes no entry "
+                               "for such aborts)", advice=_ADVICE),
+    "first-offset-mismatch": Kind("warning", _MISMATCH, advice=_ADVICE),
+    "first-offset-mismatch-exposed": Kind("error", _MISMATCH + "; read_committed consumers see its records from "
+                                          "{data_first_offset} up to the entry's first offset", advice=_ADVICE),
+    "first-offset-mismatch-compacted": Kind("info", _MISMATCH + "; read_committed consumers see its records from "
+                                            "{data_first_offset} up to the entry's first offset" + _COMPACTED_NOTE),
+    "out-of-order": Kind("error", "txnindex entry {entry_index} of segment {segment_base_offset} on {topic}-{partition} "
+                         "has last offset {entry_last_offset}, not above the previous entry's: the index file is damaged",
+                         advice=_ADVICE),
+}
 
 
 def run(ctx):
@@ -98,42 +140,15 @@ def run(ctx):
     # entry keeps the original first offset when the first data batches go — not findings at all
     f = f.where(~(compacted & ((F.col("kind") == "entry-without-data")
                                | ((F.col("kind") == "first-offset-mismatch") & ~exposed))))
-    lenient = compacted & F.col("kind").isin("no-marker", "first-offset-mismatch")
-    sev = (F.when(lenient, F.lit("info"))
-           .when(F.col("kind").isin("missing-entry", "not-an-abort") | exposed, F.lit("error"))
-           .otherwise(F.lit("warning")))
-    tp = F.concat(F.col("topic"), F.lit("-"), F.col("partition").cast("string"))
-    where = F.concat(tp, F.lit(" (broker "), F.col("broker_id").cast("string"), F.lit(")"))
-    entry = F.concat(F.lit("txnindex entry of segment "), F.col("segment_base_offset").cast("string"), F.lit(" for producer "),
-                     F.col("producer_id").cast("string"), F.lit(" ["), F.col("entry_first_offset").cast("string"), F.lit(", "),
-                     F.col("offset").cast("string"), F.lit("]"))
-    msg = (
-        F.when(F.col("kind") == "missing-entry", F.concat(
-            F.lit("ABORT marker at "), where, F.lit(" offset "), F.col("offset").cast("string"), F.lit(" closed producer "),
-            F.col("producer_id").cast("string"), F.lit("'s transaction with data from offset "),
-            F.col("data_first_offset").cast("string"), F.lit(" but no .txnindex entry records it: read_committed consumers "
-                                                               "see the aborted records")))
-        .when(F.col("kind") == "no-marker", F.concat(entry, F.lit(" on "), where, F.lit(": no ABORT marker of that producer "
-                                                                                         "at offset "), F.col("offset").cast("string")))
-        .when(F.col("kind") == "not-an-abort", F.concat(entry, F.lit(" on "), where, F.lit(" points at a "),
-                                                        F.col("marker_type"), F.lit(" marker: read_committed consumers drop "
-                                                                                    "committed records")))
-        .when(F.col("kind") == "entry-without-data", F.concat(entry, F.lit(" on "), where,
-                                                              F.lit(": the ABORT marker there closed no data (the broker "
-                                                                    "writes no entry for such aborts)")))
-        .otherwise(F.concat(entry, F.lit(" on "), where, F.lit(": the aborted transaction's data starts at offset "),
-                            F.col("data_first_offset").cast("string"),
-                            F.when(exposed, F.concat(F.lit("; read_committed consumers see its records "),
-                                                     F.col("data_first_offset").cast("string"), F.lit(".."),
-                                                     (F.col("entry_first_offset") - 1).cast("string")))
-                            .otherwise(F.lit(""))))
-    )
+    kind = (F.when(compacted & (F.col("kind") == "no-marker"), F.lit("no-marker-compacted"))
+            .when(compacted & exposed, F.lit("first-offset-mismatch-compacted"))
+            .when(exposed, F.lit("first-offset-mismatch-exposed")).otherwise(F.col("kind")))
     main = f.select(
         *REPLICA, "producer_id", F.col("marker_epoch").alias("producer_epoch"),
         F.coalesce(F.least("data_first_offset", "entry_first_offset"), F.col("offset")).alias("first_offset"),
         F.col("offset").alias("last_offset"), F.col("marker_timestamp").alias("last_timestamp"),
-        sev.alias("severity"), msg.alias("message"),
-        evidence(kind=F.col("kind"), entry_first_offset=F.col("entry_first_offset"), entry_last_offset=F.when(has_entry, F.col("offset")),
+        kind.alias("kind"),
+        evidence(EVIDENCE, entry_first_offset=F.col("entry_first_offset"), entry_last_offset=F.when(has_entry, F.col("offset")),
                  entry_last_stable_offset=F.col("entry_lso"), segment_base_offset=F.col("segment_base_offset"),
                  entry_index=F.col("entry_index"), marker_type=F.col("marker_type"),
                  data_first_offset=F.col("data_first_offset"), data_batches=F.col("data_batches"),
@@ -141,31 +156,19 @@ def run(ctx):
     )
     order = a.where("in_order = false").select(
         *REPLICA, "producer_id", F.col("entry_first_offset").alias("first_offset"), F.col("offset").alias("last_offset"),
-        F.lit("error").alias("severity"),
-        F.concat(F.lit("txnindex entry "), F.col("entry_index").cast("string"), F.lit(" of segment "),
-                 F.col("segment_base_offset").cast("string"), F.lit(" on "), tp, F.lit(" (broker "),
-                 F.col("broker_id").cast("string"), F.lit(") has last offset "), F.col("offset").cast("string"),
-                 F.lit(", not above the previous entry's: the index file is damaged")).alias("message"),
-        evidence(kind=F.lit("out-of-order"), entry_index=F.col("entry_index"), segment_base_offset=F.col("segment_base_offset"),
+        F.lit("out-of-order").alias("kind"),
+        evidence(EVIDENCE, entry_index=F.col("entry_index"), segment_base_offset=F.col("segment_base_offset"),
                  entry_first_offset=F.col("entry_first_offset"), entry_last_offset=F.col("offset")).alias("evidence"),
     )
-    remediation = F.lit(
-        "stop the broker and delete the partition's .txnindex/.index/.timeindex files and the clean-shutdown file so it "
-        "rebuilds them on recovery, or re-replicate the replica; reprocess or reconcile what read_committed consumers "
-        "read from the affected range")
-    return conform(main.withColumn("remediation", remediation), RULE.id).unionByName(
-        conform(order.withColumn("remediation", remediation), RULE.id))
+    return main.unionByName(order, allowMissingColumns=True)
 
 
 RULE = Rule(
     id="txnindex-mismatch",
     title="Transaction index (.txnindex) entries that disagree with the ABORT markers",
-    severity="error",
     run=run,
+    kinds=KINDS,
+    evidence=EVIDENCE,
     proposals=("KIP-98", "KAFKA-5121"),
-    evidence=("kind", "entry_first_offset", "entry_last_offset", "entry_last_stable_offset",
-        "segment_base_offset", "entry_index", "marker_type", "data_first_offset", "data_batches",
-        "compacted"),
-    remediation="delete the partition's indexes so the broker rebuilds them (or re-replicate); reconcile read_committed reads",
     needs=("batches",),
 )

@@ -33,9 +33,31 @@ leader election) around the first offset.
 from __future__ import annotations
 
 from auditor.engine.findings import evidence
-from auditor.engine.rule import Rule
+from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
 from auditor.producer_state.spark import snapshot_remembers
+from rules._common import COMPACTED
+
+EVIDENCE = (
+    Evidence("base_sequence", "int", "sequence of the producer's first retained batch"),
+    Evidence("log_start_offset", "bigint", "the partition's log start offset"),
+    Evidence("first_batch_offset", "bigint", "offset of the first batch the log holds"),
+    COMPACTED,
+)
+
+_WHERE = ("producer {producer_id} (epoch {producer_epoch}) first appears on {topic}-{partition} at offset {first_offset} "
+          "with sequence {base_sequence}: ")
+KINDS = {
+    "retention": Kind("warning", _WHERE + "its earlier batches were removed (log start offset {log_start_offset}) and no "
+                      "producer snapshot remembers it: the broker has no state for it, so its next write gets "
+                      "UNKNOWN_PRODUCER_ID / OutOfOrderSequence (KIP-360)",
+                      advice="no data action; keep producer state alive longer (retention.ms, producer.id.expiration.ms) "
+                             "or use KIP-360 clients (2.5+) that bump the epoch on UNKNOWN_PRODUCER_ID"),
+    "unexplained": Kind("error", _WHERE + "the log still starts at offset {log_start_offset}, yet the sequences before "
+                        "{base_sequence} are missing: unexplained loss",
+                        advice="investigate truncation / unclean leader election before this offset; compare the "
+                               "partition's replicas"),
+}
 
 
 def run(ctx):
@@ -53,43 +75,22 @@ def run(ctx):
     # on a compacted topic the cleaner removes a producer's earlier batches by design (it keeps the
     # last one, so the broker's state for the producer survives): nothing to report there
     first = first.where(~((F.col("log_start_offset") <= 0) & F.coalesce(F.col("is_compacted"), F.lit(False))))
-    cls = F.when(F.col("log_start_offset") > 0, F.lit("retention")).otherwise(F.lit("unexplained"))
-    first = first.withColumn("classification", cls)
-    sev = F.when(F.col("classification") == "unexplained", F.lit("error")).when(
-        F.col("classification") == "retention", F.lit("warning")).otherwise(F.lit("info"))
     return first.select(
         *REPLICA, "producer_id", "producer_epoch",
         F.col("base_offset").alias("first_offset"), F.col("last_offset"),
         F.col("max_timestamp").alias("first_timestamp"),
-        sev.alias("severity"),
-        F.concat(
-            F.lit("producer "), F.col("producer_id").cast("string"), F.lit(" (epoch "), F.col("producer_epoch").cast("string"),
-            F.lit(") first appears on "), F.col("topic"), F.lit("-"), F.col("partition").cast("string"), F.lit(" at offset "),
-            F.col("base_offset").cast("string"), F.lit(" with sequence "), F.col("base_sequence").cast("string"), F.lit(": "),
-            F.when(F.col("classification") == "retention", F.concat(
-                F.lit("its earlier batches were removed (log start offset "), F.col("log_start_offset").cast("string"),
-                F.lit("); the broker has no state for it: spurious UNKNOWN_PRODUCER_ID / OutOfOrderSequence (KIP-360)")))
-            .otherwise(F.concat(
-                F.lit("the log still starts at offset "), F.col("log_start_offset").cast("string"),
-                F.lit(", yet sequences 0.."), (F.col("base_sequence") - 1).cast("string"), F.lit(" are missing: unexplained loss"))),
-        ).alias("message"),
-        evidence(classification=F.col("classification"), base_sequence=F.col("base_sequence"),
-                 log_start_offset=F.col("log_start_offset"), first_batch_offset=F.col("first_batch_offset"),
-                 compacted=F.col("is_compacted")).alias("evidence"),
-        F.when(F.col("classification") == "unexplained", F.lit(
-            "investigate truncation / unclean leader election before this offset; compare replicas"))
-        .otherwise(F.lit("no data action; keep producer state alive longer (retention.ms, producer.id.expiration.ms) "
-                         "or use KIP-360 clients (2.5+) that bump the epoch on UNKNOWN_PRODUCER_ID")).alias("remediation"),
+        F.when(F.col("log_start_offset") > 0, F.lit("retention")).otherwise(F.lit("unexplained")).alias("kind"),
+        evidence(EVIDENCE, base_sequence=F.col("base_sequence"), log_start_offset=F.col("log_start_offset"),
+                 first_batch_offset=F.col("first_batch_offset"), compacted=F.col("is_compacted")).alias("evidence"),
     )
 
 
 RULE = Rule(
     id="unknown-producer-gap",
     title="Producer whose first retained batch has a non-zero sequence (lost producer state)",
-    severity="warning",
     run=run,
+    kinds=KINDS,
+    evidence=EVIDENCE,
     proposals=("KIP-360", "KIP-185"),
-    evidence=("classification", "base_sequence", "log_start_offset", "first_batch_offset", "compacted"),
-    remediation="retention: extend retention / producer.id.expiration.ms; unexplained: investigate truncation",
     needs=("batches",),
 )

@@ -141,3 +141,34 @@ def test_a_killed_holder_leaves_no_lock(tmp_path):
             holder.kill()
     with warehouse_lock(str(wh)) as held:  # non-blocking: it would raise WarehouseBusy if still held
         assert held is not None
+
+
+@pytest.mark.spark
+def test_a_findings_table_of_an_older_release_gains_the_new_columns(spark, tmp_path):
+    """A findings history written before findings had ``kind``, ``replicas`` and
+    ``remediation_commands`` takes the next run's merge: the columns are added (null in
+    the old rows), the old finding is resolved or seen again by its key, nothing is lost."""
+    from pyspark.sql.types import StructType
+
+    from auditor.batch import history
+
+    uri = str(tmp_path / "findings")
+    new = {"kind", "replicas", "remediation_commands"}
+    old_cols = [(n, t) for n, t in history.HISTORY_COLUMNS if n not in new]
+    old = {n: None for n, _ in old_cols}
+    old.update(finding_key="k-old", rule="stuck-lso", severity="error", message="old", status="open",
+               evidence={"lag_offsets": "10"}, first_seen_run=1, last_seen_run=1, runs_seen=1)
+    schema = StructType.fromDDL(", ".join(f"`{n}` {t}" for n, t in old_cols))
+    spark.createDataFrame([tuple(old[n] for n, _ in old_cols)], schema).write.format("delta").save(uri)
+
+    f = {"rule": "stuck-lso", "severity": "error", "kind": "stuck", "cluster_id": "c", "broker_id": 1, "log_dir": "/d",
+         "topic": "t", "partition": 0, "producer_id": 5, "first_offset": 3, "message": "m",
+         "evidence": {"lag_offsets": 10, "consumer_groups": ["g"]},
+         "remediation_commands": [{"command": "kafka-transactions.sh x", "applies_to": None}],
+         "replicas": [{"broker_id": 1, "log_dir": "/d"}, {"broker_id": 2, "log_dir": "/e"}]}
+    history.merge_findings(spark, uri, [f], run=2, now_ms=1000, rules=["stuck-lso"])
+    rows = {r["message"]: r.asDict(recursive=True) for r in spark.read.format("delta").load(uri).collect()}
+    assert set(rows) == {"old", "m"}
+    assert rows["old"]["status"] == "resolved" and rows["old"]["kind"] is None
+    assert rows["m"]["kind"] == "stuck" and [r["broker_id"] for r in rows["m"]["replicas"]] == [1, 2]
+    assert rows["m"]["evidence"] == {"lag_offsets": "10", "consumer_groups": '["g"]'}  # typed again by report

@@ -88,15 +88,15 @@ def test_we_report_everything_find_hanging_reports(live):
     for r in tool:
         key = (r["topic"], r["partition"], r["producer_id"], r["producer_epoch"], r["start_offset"])
         assert key in ours, f"find-hanging reports {r}, we do not"
-        assert ours[key]["evidence"]["classification"] != "in-flight"
+        assert ours[key]["kind"] != "in-flight"
 
 
 def test_what_we_add(live):
     _, findings = live
     h = {(f["topic"], f["partition"]): f for f in findings if f["rule"] == "hanging-transaction"}
-    assert h[("transfers", 0)]["evidence"]["classification"] == "late-write"
+    assert h[("transfers", 0)]["kind"] == "late-write"
     assert h[("transfers", 0)]["transactional_id"] == "transfers-txn"
-    assert h[("accounts", 1)]["evidence"]["classification"] == "hanging"
+    assert h[("accounts", 1)]["kind"] == "hanging"
     assert h[("accounts", 1)]["transactional_id"] == "accounts-txn"
     lso = {(f["topic"], f["partition"]): f for f in findings if f["rule"] == "stuck-lso"}
     assert int(lso[("transfers", 0)]["evidence"]["lag_offsets"]) > 0

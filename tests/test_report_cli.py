@@ -59,7 +59,7 @@ def test_scan_json_matches_the_scenarios(scanned):
     assert res.exit_code == 1, res.output  # a critical late write: --fail-on error
     assert res.stderr == "", res.stderr  # stderr is not a terminal: no progress bars, and no input was bad
     data = json.loads(res.stdout)
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert data["inputs"] == [str(p.absolute()) for p in SCENARIOS]
     by_cluster = {}
     for f in data["findings"]:
@@ -73,8 +73,8 @@ def test_scan_json_matches_the_scenarios(scanned):
              f["last_offset"]) for f in hang] == [(late["topic"], late["partition"], late["producer_id"], late["producer_epoch"],
                                                    late["transactional_id"], late["first_offset"], late["last_offset"])]
     h = hang[0]
-    assert h["severity"] == "critical" and h["evidence"]["classification"] == "late-write"
-    assert h["evidence"]["previous_marker_offset"] == str(late["after_marker_offset"])
+    assert h["severity"] == "critical" and h["kind"] == "late-write"
+    assert h["evidence"]["previous_marker_offset"] == late["after_marker_offset"]
     assert [c["command"] for c in h["remediation_commands"]] == [
         abort_line(late["topic"], late["partition"], late["first_offset"]),
         f"kafka-transactions.sh --bootstrap-server <broker:port> abort --topic {late['topic']} --partition {late['partition']} "
@@ -170,7 +170,7 @@ def test_report_markdown_format(scanned):
     assert [(r["Topic"], int(r["Partition"]), int(r["StartOffset"]), r["TransactionalId"]) for r in body] == [
         (late["topic"], late["partition"], late["first_offset"], late["transactional_id"]),
         *sorted((a["topic"], a["partition"], a["first_offset"], a["transactional_id"]) for a in crash)]
-    assert body[0]["Severity"] == "critical" and "late-write" in body[0]["Message"]
+    assert body[0]["Severity"] == "critical" and body[0]["Message"].startswith("late write on ")
     code = [t for tag, _, t in p.texts if tag == "code" and "kafka-transactions.sh" in t]
     assert len(code) == 1 and abort_line(late["topic"], late["partition"], late["first_offset"]) in code[0].splitlines()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,9 @@ from auditor.engine.audit import AuditResult, write_findings
 from auditor.engine.findings import FINDING_COLUMNS
 from auditor.engine.report_data import empty_summary
 from auditor.report import Filters, build_report, load_report, render
-from auditor.report.model import (FindingsDirError, format_duration, load_findings_dir, parse_duration, parse_time,
-                                  remediation_commands)
+from auditor.engine.rule import catalog
+from auditor.report.messages import render as render_detection
+from auditor.report.model import FindingsDirError, format_duration, load_findings_dir, parse_duration, parse_time
 from auditor.report.render_markdown import md_code_block, md_text
 from auditor.report.render_table import render_table
 
@@ -34,34 +36,32 @@ T0 = 1_714_564_800_000  # 2024-05-01T12:00:00Z
 HOSTILE_IDS = ["[red]x[/red]", "<script>alert(1)</script>", "a|b `c` **d** [l](http://e) @here #1 $x$ ~~s~~ \\"]
 
 
-def abort_text(topic: str, partition: int, offset: int, pid: int, epoch: int, coord: int) -> str:
-    """The remediation text rules/_common.py abort_command builds (checked on real findings in test_report_cli)."""
-    head = "kafka-transactions.sh --bootstrap-server <broker:port> abort"
-    return (f"{head} --topic {topic} --partition {partition} --start-offset {offset}   # brokers before 3.0: "
-            f"{head} --topic {topic} --partition {partition} --producer-id {pid} --producer-epoch {epoch} --coordinator-epoch {coord}")
-
-
 def finding(**kw) -> dict:
-    base = {name: None for name, _ in FINDING_COLUMNS}
-    base.update(rule="hanging-transaction", severity="error", cluster_id="c1", broker_id=1, log_dir="/d/b1",
-                topic="orders", partition=0, producer_id=7, producer_epoch=2, transactional_id="orders-txn",
-                first_offset=100, last_offset=105, first_timestamp=T0, last_timestamp=T0 + 5_000,
-                duration_ms=600_000, message="hanging transaction on orders-0", evidence={"coordinator_epoch": "3"},
-                remediation=abort_text("orders", 0, 100, 7, 2, 3))
-    base.update(kw)
-    return base
+    """A finding as the engine makes it: a detection of a real rule's kind, rendered
+    (auditor.report.messages), then any non-location field overridden (severity, message)."""
+    rule = catalog()[kw.pop("rule", "hanging-transaction")]
+    kind = kw.pop("kind", "hanging" if rule.id == "hanging-transaction" else next(iter(rule.kinds)))
+    ev = {n: None for n in rule.evidence_types}
+    ev.update(kw.pop("evidence", {"coordinator_epoch": 3} if rule.id == "hanging-transaction" else {}))
+    loc = dict(cluster_id="c1", broker_id=1, log_dir="/d/b1", topic="orders", partition=0, producer_id=7,
+               producer_epoch=2, transactional_id="orders-txn", first_offset=100, last_offset=105, first_timestamp=T0,
+               last_timestamp=T0 + 5_000, duration_ms=600_000)
+    loc.update({k: kw.pop(k) for k in list(kw) if k in loc})
+    f = render_detection(rule, {**loc, "kind": kind, "evidence": ev})
+    f.update(kw)
+    return f
 
 
 SAMPLE = [
     finding(),
-    finding(topic="payments", partition=3, producer_id=8, transactional_id="pay-1", severity="critical",
+    finding(topic="payments", partition=3, producer_id=8, producer_epoch=0, transactional_id="pay-1", severity="critical",
             first_offset=10, first_timestamp=T0 + 3_600_000, last_timestamp=T0 + 3_700_000, duration_ms=20_000,
-            remediation=abort_text("payments", 3, 10, 8, 0, 0)),
-    finding(rule="stuck-lso", severity="info", topic="orders", partition=1, producer_id=9, transactional_id=None,
-            duration_ms=None, evidence={}, remediation="abort the pinning transaction (kafka-transactions.sh abort), then re-audit"),
-    finding(rule="pid-block-overlap", severity="warning", topic=None, partition=None, producer_id=None,
+            evidence={"coordinator_epoch": 0}),
+    finding(rule="stuck-lso", kind="open", topic="orders", partition=1, producer_id=9, transactional_id=None,
+            duration_ms=None),
+    finding(rule="pid-block-overlap", kind="overlap", severity="warning", topic=None, partition=None, producer_id=None,
             transactional_id=None, first_timestamp=None, last_timestamp=None, duration_ms=None, first_offset=500,
-            last_offset=999, remediation="stop producers using the affected ids"),
+            last_offset=999),
 ]
 
 
@@ -148,31 +148,47 @@ def test_report_orders_by_severity_and_counts_before_filters():
 
 
 def test_remediation_commands_both_forms_and_placeholder():
-    cmds = remediation_commands(abort_text("orders", 0, 100, 7, 2, 3), "kafka-1:9092")
-    assert cmds == [
+    rep = build_report([finding()], bootstrap_server="kafka-1:9092")
+    assert rep.commands(rep.findings[0]) == [
         {"command": "kafka-transactions.sh --bootstrap-server kafka-1:9092 abort --topic orders --partition 0 --start-offset 100",
          "applies_to": None},
         {"command": "kafka-transactions.sh --bootstrap-server kafka-1:9092 abort --topic orders --partition 0 "
                     "--producer-id 7 --producer-epoch 2 --coordinator-epoch 3", "applies_to": "brokers before 3.0"},
     ]
-    assert remediation_commands("abort the pinning transaction (kafka-transactions.sh abort), then re-audit") == []
-    assert remediation_commands(None) == []
+    # the stored commands keep the placeholder: a report without --bootstrap-server shows it
+    assert build_report([finding()]).findings[0]["remediation_commands"][0]["command"].startswith(
+        "kafka-transactions.sh --bootstrap-server <broker:port> abort")
+    # advice without commands (an open transaction that may still complete), and a kind with neither
+    assert finding(rule="stuck-lso", kind="open")["remediation_commands"] == []
+    assert finding(rule="hanging-transaction", kind="in-flight")["remediation_commands"] == []
+    assert finding(rule="hanging-transaction", kind="in-flight")["remediation"] is None
+
+
+def test_a_command_needing_an_unknown_value_is_left_out():
+    f = finding(producer_epoch=None)
+    assert [c["applies_to"] for c in f["remediation_commands"]] == [None]  # the --start-offset form needs no epoch
+    assert finding(evidence={"coordinator_epoch": None})["remediation_commands"][1]["command"].endswith(
+        "--coordinator-epoch 0")  # no marker known: 0, as kafka-transactions.sh expects
 
 
 def test_illegal_topic_is_shell_quoted_in_commands():
     evil = "x;touch /tmp/pwned\n#"
-    rep = build_report([finding(topic=evil, remediation=abort_text(evil, 0, 1, 7, 2, 3))])
+    rep = build_report([finding(topic=evil)])
     cmds = rep.commands(rep.findings[0])
-    # the newline is shown escaped (auditor.cli.console.safe), inside the quotes: a literal backslash-n
-    assert cmds[0]["command"].endswith("--topic 'x;touch /tmp/pwned\\n#' --partition 0 --start-offset 1")
-    assert "--topic 'x;touch /tmp/pwned\\n#' --partition 0 --producer-id 7" in cmds[1]["command"]
+    assert cmds[0]["command"].endswith("--topic 'x;touch /tmp/pwned\n#' --partition 0 --start-offset 100")
+    assert shlex.split(cmds[0]["command"])[5] == evil  # one argument, exactly the topic
+    assert "--topic 'x;touch /tmp/pwned\n#' --partition 0 --producer-id 7" in cmds[1]["command"]
     text = render_table(rep)
     assert "\n# [1] x;touch /tmp/pwned\\n#-0 from offset 100" in text  # the comment line stays one line
+    assert "\n--topic 'x;touch /tmp/pwned\\n#'" not in text and "pwned\\n#' --partition 0 --start-offset 100" in text
 
 
 def test_table_remediation_block_is_valid_shell_with_one_abort_per_finding():
     text = render_table(build_report(SAMPLE))
-    block = text[text.index("Remediation:"):].splitlines()[1:4]
+    lines = text[text.index("Remediation:"):].splitlines()[1:]
+    start = next(i for i, line in enumerate(lines) if line.startswith("# [1]"))
+    assert start > 0 and all(line.startswith("# ") for line in lines[:start])  # the advice, as comments
+    block = lines[start:start + 3]
     assert block == [
         "# [1] payments-3 from offset 10 (producer 8)",
         "kafka-transactions.sh --bootstrap-server <broker:port> abort --topic payments --partition 3 --start-offset 10",
@@ -187,8 +203,8 @@ def test_table_remediation_block_is_valid_shell_with_one_abort_per_finding():
 
 
 def _hostile_report():
-    fs = [finding(transactional_id=tid, message=f"hanging transaction (transactional id {tid})",
-                  evidence={"coordinator_partitions": f"[{{{tid}, 0}}]"}, producer_id=i, first_offset=10 + i)
+    fs = [finding(transactional_id=tid, evidence={"coordinator_state": tid, "coordinator_epoch": 3},
+                  producer_id=i, first_offset=10 + i)
           for i, tid in enumerate(HOSTILE_IDS)]
     return build_report(fs)
 
@@ -267,7 +283,10 @@ def test_findings_dir_round_trip(tmp_path):
     assert len(rows) == 4 and manifest["summary"]["batches"] == 42 and plots == {}
     rep = load_report(out, Filters(topics=("orders",)))
     assert [f["partition"] for f in rep.findings] == [0, 1] and rep.inputs == ["/data/b1"]
-    assert rep.findings[0]["evidence"] == {"coordinator_epoch": "3"}  # Parquet map back to a dict
+    # the Parquet map of strings back to the declared types
+    assert rep.findings[0]["evidence"]["coordinator_epoch"] == 3 and rep.findings[0]["evidence"]["age_only"] is None
+    assert rep.findings[0]["remediation_commands"] == SAMPLE[0]["remediation_commands"]
+    assert rep.findings[0]["replicas"] == []
     data = json.loads(render(rep, "json"))
     assert data["summary"]["findings"] == 2 and data["summary"]["findings_before_filters"] == 4
     assert data["summary"]["filters"] == {"topic": ["orders"]} and data["inputs"] == ["/data/b1"]
@@ -323,7 +342,7 @@ def test_json_schema_is_documented():
     doc = (PROJECT / "docs" / "report-format.md").read_text()
     documented = set(re.findall(r"^\| `([a-z_]+)` \|", doc, re.M))
     out_keys = {"schema_version", "generated_by", "findings", "summary", "inputs"}
-    finding_keys = {name for name, _ in FINDING_COLUMNS} | {"remediation_commands"}
+    finding_keys = {name for name, _ in FINDING_COLUMNS}
     summary_keys = set(json.loads(render(build_report(SAMPLE), "json"))["summary"]) | (set(empty_summary()) - {"inputs"})
     assert (finding_keys | summary_keys) - documented == set()
     assert all(f'"{k}"' in doc for k in out_keys)

@@ -83,7 +83,7 @@ def findings(spark, tmp_path_factory):
 def test_hanging_transaction_branches(findings):
     h = {f["topic"]: f for f in _by(findings, "hanging-transaction")}
     assert set(h) == {"hang", "late", "inflight", "unknown", "unadded"}
-    cls = {k: (v["evidence"]["classification"], v["severity"]) for k, v in h.items()}
+    cls = {k: (v["kind"], v["severity"]) for k, v in h.items()}
     assert cls == {
         "hang": ("hanging", "error"), "late": ("late-write", "critical"), "inflight": ("in-flight", "info"),
         "unknown": ("unknown-to-coordinator", "critical"), "unadded": ("hanging", "error"),
@@ -91,10 +91,12 @@ def test_hanging_transaction_branches(findings):
     f = h["hang"]
     assert (f["producer_id"], f["producer_epoch"], f["transactional_id"], f["first_offset"], f["last_offset"]) == (10, 0, "t-hanging", 0, 2)
     assert f["duration_ms"] == AS_OF - T0
-    assert "--start-offset 0" in f["remediation"] and "--producer-id 10 --producer-epoch 0" in f["remediation"]
+    commands = " ".join(c["command"] for c in f["remediation_commands"])
+    assert "--start-offset 0" in commands and "--producer-id 10 --producer-epoch 0" in commands
     late = h["late"]
-    assert (late["first_offset"], late["evidence"]["previous_marker_offset"]) == (2, "1")
-    assert "--coordinator-epoch 2" in late["remediation"]
+    assert (late["first_offset"], late["evidence"]["previous_marker_offset"]) == (2, 1)
+    assert late["remediation_commands"][1]["command"].endswith("--coordinator-epoch 2")
+    assert h["inflight"]["remediation_commands"] == []  # never an abort for a transaction that may still complete
     assert h["unadded"]["evidence"]["coordinator_state"] == "Ongoing"
 
 
@@ -103,37 +105,37 @@ def test_stuck_lso(findings):
     assert set(s) == {"hang", "late", "inflight", "unknown", "unadded"}
     f = s["hang"]
     assert f["severity"] == "error" and f["first_offset"] == 0
-    assert (f["evidence"]["high_watermark"], f["evidence"]["lag_offsets"]) == ("10", "10")
-    assert s["inflight"]["severity"] == "info"
+    assert (f["evidence"]["high_watermark"], f["evidence"]["lag_offsets"]) == (10, 10)
+    assert s["inflight"]["severity"] == "info" and s["inflight"]["remediation_commands"] == []
 
 
 def test_out_of_order_sequence_branches(findings):
     o = {f["topic"]: f for f in _by(findings, "out-of-order-sequence")}
-    kinds = {k: (v["evidence"]["kind"], v["severity"]) for k, v in o.items()}
+    kinds = {k: (v["kind"], v["severity"]) for k, v in o.items()}
     assert kinds == {
         "seq-gap": ("gap", "error"), "seq-dup": ("duplicate", "critical"), "seq-reg": ("regression", "error"),
         "seq-epoch": ("new-epoch-nonzero", "error"), "seq-zombie": ("epoch-regression", "error"),
         "seq-compact-reg": ("regression", "error"),  # a gap on a compacted topic ("seq-compact") is what the cleaner leaves
     }
-    assert o["seq-gap"]["evidence"]["expected_sequence"] == "2"
+    assert o["seq-gap"]["evidence"]["expected_sequence"] == 2
     assert (o["seq-dup"]["first_offset"], o["seq-dup"]["last_offset"]) == (0, 2)
 
 
 def test_unknown_producer_gap(findings):
     u = {f["topic"]: f for f in _by(findings, "unknown-producer-gap")}
     assert set(u) == {"ret", "loss", "seq-wrap"}  # snap: the producer snapshot still knows producer 82
-    assert (u["ret"]["evidence"]["classification"], u["ret"]["severity"]) == ("retention", "warning")
-    assert (u["loss"]["evidence"]["classification"], u["loss"]["severity"]) == ("unexplained", "error")
-    assert u["seq-wrap"]["evidence"]["classification"] == "retention"
+    assert (u["ret"]["kind"], u["ret"]["severity"]) == ("retention", "warning")
+    assert (u["loss"]["kind"], u["loss"]["severity"]) == ("unexplained", "error")
+    assert u["seq-wrap"]["kind"] == "retention"
 
 
 def test_pid_block_overlap(findings):
     p = _by(findings, "pid-block-overlap")
-    kinds = sorted(f["evidence"]["kind"] for f in p)
+    kinds = sorted(f["kind"] for f in p)
     assert kinds == ["backwards", "never-granted", "overlap", "overlap", "shared-id"]  # 500-1499 hits both neighbours
-    never = [f for f in p if f["evidence"]["kind"] == "never-granted"][0]
-    assert (never["producer_id"], never["evidence"]["max_granted"]) == (5000, "1999")
-    pairs = {frozenset((f["evidence"]["first_block"], f["evidence"]["second_block"])) for f in p if f["evidence"]["kind"] == "overlap"}
+    never = [f for f in p if f["kind"] == "never-granted"][0]
+    assert (never["producer_id"], never["evidence"]["max_granted"]) == (5000, 1999)
+    pairs = {frozenset((f["evidence"]["first_block"], f["evidence"]["second_block"])) for f in p if f["kind"] == "overlap"}
     assert pairs == {frozenset({"0-999", "500-1499"}), frozenset({"500-1499", "1000-1999"})}
 
 
@@ -143,6 +145,24 @@ def test_age_fallback_without_coordinator_log(spark, tmp_path):
     t.batch("old", 0, 0, producer_id=10, producer_epoch=0, base_sequence=0, transactional=True, ts=T0)
     t.batch("young", 0, 0, producer_id=11, producer_epoch=0, base_sequence=0, transactional=True, ts=AS_OF - 1000)
     res = audit(spark, str(t.write()), only=["hanging-transaction"]).findings
-    cls = {f["topic"]: (f["evidence"]["classification"], f["evidence"]["basis"]) for f in res}
-    assert cls == {"old": ("hanging", "age only: no __transaction_state in the dump"),
-                   "young": ("in-flight", "age only: no __transaction_state in the dump")}
+    cls = {f["topic"]: (f["kind"], f["evidence"]["age_only"]) for f in res}
+    assert cls == {"old": ("hanging", True), "young": ("in-flight", True)}
+
+
+def test_one_finding_per_subject_over_its_replicas(spark, tmp_path):
+    """Three replicas of a partition that hold the same hanging transaction give one finding
+    listing the three (as find-hanging reports it once); a lagging replica whose copy ends
+    earlier disagrees and stays a finding of its own."""
+    t = TableSet(tmp_path / "tables")
+    for b in (1, 2, 3):
+        t.batch("clock", 0, 0, ts=AS_OF, broker_id=b)
+        t.batch("rf3", 0, 0, 2, producer_id=10, producer_epoch=0, base_sequence=0, transactional=True, ts=T0, broker_id=b)
+        if b != 3:  # broker 3 lags: it lacks the second batch of the transaction
+            t.batch("rf3", 0, 2, 1, producer_id=10, producer_epoch=0, base_sequence=2, transactional=True, ts=T0, broker_id=b)
+    t.txn("t-rf3", 1, "CompleteAbort", 10, partitions=[], updated_ms=T0 + 1000)
+    res = audit(spark, str(t.write()), only=["hanging-transaction"]).findings
+    by_last = {f["last_offset"]: f for f in res}
+    assert sorted(by_last) == [1, 2] and len(res) == 2
+    assert [r["broker_id"] for r in by_last[2]["replicas"]] == [1, 2] and by_last[2]["broker_id"] == 1
+    assert [r["broker_id"] for r in by_last[1]["replicas"]] == [3]
+    assert len(by_last[2]["remediation_commands"]) == 2  # one abort (and its older form), not one per replica

@@ -255,24 +255,24 @@ def test_coordinator_epoch_regression(findings):
     assert set(c) == {(0, 3), (1, 2), (2, 3)}
     f = c[(0, 3)]
     assert (f["severity"], f["producer_id"], f["first_offset"]) == ("error", 100, 1)
-    assert (f["evidence"]["scope"], f["evidence"]["cause"]) == ("producer", "unexplained")
-    assert (f["evidence"]["coordinator_epoch"], f["evidence"]["earlier_coordinator_epoch"]) == ("3", "5")
-    assert f["evidence"]["idle_ms"] == "10"
+    assert f["kind"] == "same-producer"
+    assert (f["evidence"]["coordinator_epoch"], f["evidence"]["earlier_coordinator_epoch"]) == (3, 5)
+    assert f["evidence"]["idle_ms"] == 10
     assert "TRANSACTION_COORDINATOR_FENCED" in f["message"]
     e = c[(1, 2)]
-    assert (e["evidence"]["cause"], e["duration_ms"]) == ("producer-state-expired", DAY + 5)
+    assert (e["kind"], e["duration_ms"]) == ("same-producer-expired-state", DAY + 5)
     assert "KAFKA-9144" in e["message"]
     w = c[(2, 3)]
     assert (w["severity"], w["producer_id"], w["transactional_id"]) == ("info", 103, "cer-b")
-    assert (w["evidence"]["scope"], w["evidence"]["earlier_marker_producer_id"], w["evidence"]["coordinator_partition"]) == (
-        "coordinator-partition", "102", "7")
+    assert (w["kind"], w["evidence"]["earlier_marker_producer_id"], w["evidence"]["coordinator_partition"]) == (
+        "same-coordinator-partition", 102, 7)
     assert not _by(findings, "coordinator-epoch-regression", "torn")  # every other marker set is monotonic
 
 
 def test_transaction_state_violation(findings):
     s = {f["transactional_id"]: f for f in _by(findings, "transaction-state-violation")}
     assert len(_by(findings, "transaction-state-violation")) == len(s)  # one finding per id (replicas read once)
-    kinds = {k: (v["evidence"]["kind"], v["severity"]) for k, v in s.items()}
+    kinds = {k: (v["kind"], v["severity"]) for k, v in s.items()}
     assert kinds == {
         "tsv-bad": ("invalid-transition", "error"),
         "tsv-epoch": ("epoch-regression", "error"),
@@ -283,16 +283,18 @@ def test_transaction_state_violation(findings):
     bad = s["tsv-bad"]
     assert (bad["first_offset"], bad["last_offset"], bad["partition"]) == (101, 102, 20)
     assert (bad["evidence"]["previous_state"], bad["evidence"]["state"]) == ("Ongoing", "CompleteCommit")
-    assert bad["evidence"]["allowed_previous_states"] == "PrepareCommit"
+    assert bad["evidence"]["allowed_previous_states"] == ["PrepareCommit"]
     ep = s["tsv-epoch"]
-    assert (ep["producer_id"], ep["producer_epoch"], ep["evidence"]["previous_producer_epoch"]) == (201, 3, "5")
+    assert (ep["producer_id"], ep["producer_epoch"], ep["evidence"]["previous_producer_epoch"]) == (201, 3, 5)
     st = s["tsv-stuck"]
     assert st["duration_ms"] == AS_OF - (T0 + 1000)
-    assert st["evidence"]["partitions"] == "stuck-0,stuck-1"
+    assert st["evidence"]["partitions"] == ["stuck-0", "stuck-1"]
     assert "never completed" in st["message"] and "KAFKA-16352" in st["remediation"]
+    assert "stuck-0, stuck-1" in st["message"] and st["remediation_commands"] == []
     og = s["tsv-ongoing"]
     assert (og["duration_ms"], og["first_timestamp"]) == (AS_OF - T0, T0)
-    assert "describe --transactional-id tsv-ongoing" in og["remediation"]
+    assert [c["command"] for c in og["remediation_commands"]] == [
+        "kafka-transactions.sh --bootstrap-server <broker:port> describe --transactional-id tsv-ongoing"]
 
 
 def test_torn_transaction(findings):
@@ -300,98 +302,88 @@ def test_torn_transaction(findings):
     assert len(t) == len(_by(findings, "torn-transaction"))
     assert set(t) == {("torn", 1), ("torn", 2), ("torn", 6), ("torn2", 1)}
     w = t[("torn", 1)]
-    assert (w["severity"], w["evidence"]["classification"], w["evidence"]["decision"]) == ("critical", "wrong-marker", "COMMIT")
+    assert (w["severity"], w["kind"], w["evidence"]["decision"]) == ("critical", "wrong-marker", "COMMIT")
     assert (w["first_offset"], w["last_offset"], w["evidence"]["marker_type"]) == (0, 1, "ABORT")
     assert (w["producer_id"], w["producer_epoch"], w["transactional_id"]) == (300, 0, "torn-a")
-    assert (w["evidence"]["prepare_offset"], w["evidence"]["complete_offset"]) == ("201", "202")
+    assert (w["evidence"]["prepare_offset"], w["evidence"]["complete_offset"]) == (201, 202)
     m = t[("torn", 2)]
-    assert (m["severity"], m["evidence"]["classification"], m["first_offset"]) == ("error", "missing-marker", 0)
-    assert m["evidence"]["open_data_first_offset"] == "0"
-    assert "--start-offset" not in m["remediation"]  # a COMMIT decision: no abort command offered
+    assert (m["severity"], m["kind"], m["first_offset"]) == ("error", "missing-commit-marker", 0)
+    assert m["evidence"]["open_data_first_offset"] == 0
+    assert m["remediation_commands"] == []  # a COMMIT decision: no abort command offered
     n = t[("torn", 6)]
-    assert (n["evidence"]["classification"], n["evidence"]["complete_offset"], n["evidence"]["decision"]) == (
-        "missing-marker", "202", "COMMIT")
-    assert (n["evidence"]["window_start_ms"], n["evidence"]["window_end_ms"]) == (str(T0), str(T0 + 10_000))
+    assert (n["kind"], n["evidence"]["complete_offset"], n["evidence"]["decision"]) == (
+        "missing-commit-marker", 202, "COMMIT")
+    assert (n["evidence"]["window_start_ms"], n["evidence"]["window_end_ms"]) == (T0, T0 + 10_000)
     v2 = t[("torn2", 1)]
-    assert (v2["evidence"]["classification"], v2["producer_epoch"], v2["evidence"]["decision"]) == ("missing-marker", 5, "ABORT")
+    assert (v2["kind"], v2["producer_epoch"], v2["evidence"]["decision"]) == ("missing-abort-marker", 5, "ABORT")
     assert v2["evidence"]["open_data_first_offset"] is None  # epoch 4's marker closed the data, but it is not this one
+    assert v2["remediation_commands"] == []  # nothing open to abort
 
 
 def test_snapshot_log_mismatch(findings):
     s = _by(findings, "snapshot-log-mismatch")
-    got = sorted((f["partition"], f["evidence"]["kind"], f["producer_id"], f["evidence"]["snapshot_offset"]) for f in s)
+    got = sorted((f["partition"], f["kind"], f["producer_id"], f["evidence"]["snapshot_offset"]) for f in s)
     assert got == [
-        (0, "last-batch-mismatch", 400, "105"),
-        (0, "last-batch-mismatch", 403, "102"),
-        (0, "open-txn-below-log-start", 401, "102"),
-        (1, "snapshot-ahead-of-log", None, "20"),
-        (2, "snapshot-ahead-of-log", None, "50"),
+        (0, "last-batch-mismatch", 400, 105),
+        (0, "last-batch-mismatch", 403, 102),
+        (0, "open-txn-below-log-start", 401, 102),
+        (1, "snapshot-ahead-of-log", None, 20),
+        (2, "snapshot-ahead-of-log", None, 50),
     ]
-    by = {(f["evidence"]["kind"], f["producer_id"]): f for f in s}
+    by = {(f["kind"], f["producer_id"]): f for f in s}
     o = by[("open-txn-below-log-start", 401)]
-    assert (o["severity"], o["first_offset"], o["evidence"]["log_start_offset"]) == ("error", 50, "100")
-    assert "--start-offset 50" in o["remediation"] and "--coordinator-epoch 7" in o["remediation"]
+    assert (o["severity"], o["first_offset"], o["evidence"]["log_start_offset"]) == ("error", 50, 100)
+    assert o["remediation_commands"][0]["command"].endswith("--start-offset 50")
+    assert o["remediation_commands"][1]["command"].endswith("--coordinator-epoch 7")
     x = by[("last-batch-mismatch", 403)]
-    assert (x["evidence"]["log_producer_id"], x["evidence"]["log_base_offset"], x["first_offset"]) == ("400", "100", 100)
+    assert (x["evidence"]["log_producer_id"], x["evidence"]["log_base_offset"], x["first_offset"]) == (400, 100, 100)
     q = by[("last-batch-mismatch", 400)]
-    assert (q["evidence"]["snapshot_last_sequence"], q["evidence"]["log_last_sequence"]) == ("15", "11")
+    assert (q["evidence"]["snapshot_last_sequence"], q["evidence"]["log_last_sequence"]) == (15, 11)
     a = [f for f in s if f["partition"] == 1][0]
     assert (a["severity"], a["first_offset"], a["last_offset"]) == ("warning", 10, 20)
 
 
 def test_txnindex_mismatch(findings):
     x = _by(findings, "txnindex-mismatch")
-    got = sorted((f["partition"], f["evidence"]["kind"], f["producer_id"], f["last_offset"], f["severity"]) for f in x)
+    got = sorted((f["partition"], f["kind"], f["producer_id"], f["last_offset"], f["severity"]) for f in x)
     assert got == [
         (0, "entry-without-data", 506, 13, "warning"),
-        (0, "first-offset-mismatch", 502, 7, "error"),
+        (0, "first-offset-mismatch-exposed", 502, 7, "error"),
         (0, "missing-entry", 501, 4, "error"),
         (0, "no-marker", 504, 12, "warning"),
         (0, "not-an-abort", 503, 9, "error"),
         (0, "out-of-order", 500, 2, "error"),
         (2, "missing-entry", 520, 1, "error"),
-        (3, "no-marker", 530, 5, "info"),
+        (3, "no-marker-compacted", 530, 5, "info"),
     ]
-    fo = [f for f in x if f["evidence"]["kind"] == "first-offset-mismatch"][0]
-    assert (fo["evidence"]["entry_first_offset"], fo["evidence"]["data_first_offset"], fo["first_offset"]) == ("6", "5", 5)
-    assert "see its records 5..5" in fo["message"]
-    assert [f["evidence"]["marker_type"] for f in x if f["evidence"]["kind"] == "not-an-abort"] == ["COMMIT"]
+    fo = [f for f in x if f["kind"] == "first-offset-mismatch-exposed"][0]
+    assert (fo["evidence"]["entry_first_offset"], fo["evidence"]["data_first_offset"], fo["first_offset"]) == (6, 5, 5)
+    assert "see its records from 5 up to the entry's first offset" in fo["message"]
+    assert [f["evidence"]["marker_type"] for f in x if f["kind"] == "not-an-abort"] == ["COMMIT"]
 
 
 def test_epoch_exhaustion(findings):
     e = {f["producer_id"]: f for f in _by(findings, "epoch-exhaustion")}
-    assert {k: (v["evidence"]["status"], v["severity"]) for k, v in e.items()} == {
+    assert {k: (v["kind"], v["severity"]) for k, v in e.items()} == {
         600: ("near-exhaustion", "warning"),
         601: ("exhausted", "error"),
         602: ("rotated", "info"),
-        604: ("near-exhaustion", "info"),
+        604: ("near-exhaustion-tv2", "info"),
         605: ("overflowed", "error"),
     }
-    assert (e[600]["producer_epoch"], e[600]["evidence"]["bumps_left"], e[600]["topic"]) == (32100, "666", "epx")
-    assert (e[601]["transactional_id"], e[601]["evidence"]["sources"]) == ("epx-ex", "batches,transaction_log")
-    assert (e[602]["evidence"]["coordinator_producer_id"], e[602]["topic"]) == ("603", "__transaction_state")
+    assert (e[600]["producer_epoch"], e[600]["evidence"]["bumps_left"], e[600]["topic"]) == (32100, 666, "epx")
+    assert (e[601]["transactional_id"], e[601]["evidence"]["sources"]) == ("epx-ex", ["batches", "transaction_log"])
+    assert (e[602]["evidence"]["coordinator_producer_id"], e[602]["topic"]) == (603, "__transaction_state")
     assert e[605]["producer_epoch"] == -32768
 
 
 def test_replica_divergence(findings):
-    r = {(f["partition"], f["evidence"]["kind"]): f for f in _by(findings, "replica-divergence")}
+    r = {(f["partition"], f["kind"]): f for f in _by(findings, "replica-divergence")}
     assert set(r) == {(0, "batch-mismatch"), (0, "missing-marker")}
     m = r[(0, "batch-mismatch")]
-    assert (m["severity"], m["first_offset"], m["last_offset"], m["evidence"]["offsets"]) == ("error", 2, 5, "2")
+    assert (m["severity"], m["first_offset"], m["last_offset"], m["evidence"]["offsets"]) == ("error", 2, 5, 2)
     assert m["evidence"]["first_divergence"].startswith("offset 2: producer_id 701/709")
     k = r[(0, "missing-marker")]
-    assert (k["broker_id"], k["first_offset"], k["evidence"]["lacking_broker"]) == (2, 3, "2")
+    assert (k["broker_id"], k["first_offset"], k["evidence"]["lacking_broker"]) == (2, 3, 2)
     assert "ABORT marker of producer 702" in k["message"]
-    assert k["evidence"]["replica_ranges"] == "broker 1: 0..5; broker 2: 0..5"
-
-
-def test_every_new_rule_is_documented():
-    from auditor.engine.rule import discover
-
-    rules = {r.id: r for r in discover()}
-    for rid in RULES:
-        doc = rules[rid].doc
-        assert doc.startswith(f"{rid}:"), rid
-        for part in ("**What.**", "**How it arises.**", "**Evidence.**", "**Severity.**", "**Remediation.**"):
-            assert part in doc, (rid, part)
-        assert rules[rid].proposals and rules[rid].remediation
+    assert k["evidence"]["replica_ranges"] == ["broker 1: 0..5", "broker 2: 0..5"]

@@ -106,7 +106,7 @@ def test_findings_equal_expected(results, scenario):
         if k[0] == "hanging-transaction":
             assert f.get("transactional_id") == a.get("transactional_id"), f"{scenario}: {f['message']}"
             if a["type"] == "hanging-transaction":
-                assert f["evidence"]["classification"] != "in-flight", f["message"]
+                assert f["kind"] != "in-flight", f["message"]
         if k[0] == "out-of-order-sequence":
             assert a["first_offset"] in (f["first_offset"], f["last_offset"]), f["message"]
 

@@ -25,7 +25,7 @@ import hashlib
 import json
 
 from auditor.batch.deltaio import sql_str
-from auditor.engine.findings import FINDING_COLUMNS
+from auditor.engine.findings import FINDING_COLUMNS, stored_evidence
 
 KEY_COLUMNS = ("rule", "cluster_id", "broker_id", "log_dir", "topic", "partition", "producer_id", "producer_epoch",
                "transactional_id", "first_offset")
@@ -73,8 +73,10 @@ def merge_findings(spark, uri: str, findings: list[dict], run: int, now_ms: int,
 
     schema = StructType.fromDDL(schema_ddl())
     (DeltaTable.createIfNotExists(spark).location(uri).addColumns(schema).execute())
+    _add_new_columns(spark, uri)
     src_schema = StructType.fromDDL(", ".join(f"`{n}` {t}" for n, t in [("finding_key", "string"), *FINDING_COLUMNS]))
-    rows = [tuple(f.get(n) for n, _ in [("finding_key", "string"), *FINDING_COLUMNS]) for f in with_keys(findings)]
+    rows = [tuple(dict(stored_evidence(f.get("evidence"))) if n == "evidence" else f.get(n)
+                  for n, _ in [("finding_key", "string"), *FINDING_COLUMNS]) for f in with_keys(findings)]
     src = spark.createDataFrame(rows, src_schema)
     r, t = str(int(run)), str(int(now_ms))
     evaluated = ", ".join(sql_str(x) for x in sorted(rules)) or "NULL"
@@ -95,6 +97,16 @@ def merge_findings(spark, uri: str, findings: list[dict], run: int, now_ms: int,
                                       set={"status": "'resolved'", "resolved_run": r, "resolved_at_ms": t})
         .execute()
     )
+
+
+def _add_new_columns(spark, uri: str) -> None:
+    """Columns this release writes that a table written by an older one lacks (``kind``,
+    ``replicas``, ``remediation_commands``) are added, null in the old rows."""
+    have = {f.name for f in spark.read.format("delta").load(uri).schema.fields}
+    missing = [(n, t) for n, t in HISTORY_COLUMNS if n not in have]
+    if missing:
+        cols = ", ".join(f"`{n}` {t}" for n, t in missing)
+        spark.sql(f"ALTER TABLE delta.`{uri}` ADD COLUMNS ({cols})")
 
 
 def summary(spark, uri: str, run: int) -> dict[str, int]:

@@ -153,6 +153,6 @@ def explain_cmd(rule) -> None:
     rules = {r.id: r for r in discover()}
     if rule not in rules:
         raise click.UsageError(f"unknown rule {rule!r}; see `txn-audit rules`")
-    r = rules[rule]
-    out.print(Markdown(f"# {r.id}\n\n*{r.title}* — default severity **{r.severity}**; "
-                       f"proposals: {', '.join(r.proposals) or '-'}\n\n{r.doc}\n\n**Remediation:** {r.remediation}"))
+    from auditor.report.rule_docs import rule_markdown
+
+    out.print(Markdown(rule_markdown(rules[rule])))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from auditor.engine.findings import conform
+from auditor.engine.findings import conform, detection, findings_arrow_schema, group_replicas, stored_evidence
 from auditor.engine.rule import Rule, discover
 from auditor.engine.views import AuditContext, AuditOptions
 
@@ -85,6 +85,7 @@ def audit(
         else:
             result.as_of_ms = ctx.as_of_ms
             _run_one_by_one(ctx, rules, result, progress, report)
+        result.findings = group_replicas(result.findings)
         if out is not None:
             write_findings(spark, result, out)
     finally:
@@ -107,10 +108,10 @@ def _run_one_by_one(ctx, rules, result, progress, report) -> None:
         if not _runnable(ctx, rule, result):
             continue
         t0 = time.monotonic()
-        df = conform(rule.run(ctx), rule.id)
+        df = conform(rule.run(ctx), rule)
         rows = df.collect()  # findings are few: materialise per rule for timing and reports
         result.rule_seconds[rule.id] = round(time.monotonic() - t0, 3)
-        result.findings.extend(r.asDict(recursive=True) for r in rows)
+        result.findings.extend(_findings(rule, (r.asDict(recursive=True) for r in rows)))
     result.phase_seconds["rules"] = round(time.monotonic() - t0, 3)
     if report:
         t0 = time.monotonic()
@@ -128,7 +129,7 @@ def _run_together(ctx, rules, result, progress, report) -> None:
         if progress:
             progress(rule.id, i, len(rules))
         if _runnable(ctx, rule, result):
-            queries[f"rule:{rule.id}"] = conform(rule.run(ctx), rule.id)
+            queries[f"rule:{rule.id}"] = conform(rule.run(ctx), rule)
     summary_q: dict[str, object] = {}
     if report:
         from auditor.engine.report_data import summary_queries
@@ -145,13 +146,20 @@ def _run_together(ctx, rules, result, progress, report) -> None:
     t2 = time.monotonic()
     result.phase_seconds.update(plan=round(t1 - t0, 3), run=round(t2 - t1, 3))
     for rule in rules:
-        result.findings.extend(got.get(f"rule:{rule.id}", []))
+        result.findings.extend(_findings(rule, got.get(f"rule:{rule.id}", [])))
     summary_rows = {k.split(":", 1)[1]: v for k, v in got.items() if k.startswith("summary:")}
     result.as_of_ms = max((int(r["as_of_ms"]) for r in summary_rows.get("as_of", []) if r.get("as_of_ms") is not None),
                           default=0)
     if report:
         _report_data(ctx, rules, result, progress, summary_rows)
         result.phase_seconds["report"] = round(time.monotonic() - t2, 3)
+
+
+def _findings(rule: Rule, rows) -> list[dict]:
+    """Collected detections of ``rule`` as findings (severity, message and remediation of their kind)."""
+    from auditor.report.messages import render
+
+    return [render(rule, detection(r, rule)) for r in rows]
 
 
 def _report_data(ctx, rules, result, progress, rows) -> None:
@@ -179,8 +187,8 @@ def write_findings(spark, result: AuditResult, out: str) -> None:
     run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
     staging = outp.parent / f".{outp.name}.tmp-{run_id}"
     staging.mkdir()
-    rows = [{**f, "evidence": list((f.get("evidence") or {}).items())} for f in result.findings]
-    table = pa.Table.from_pylist(rows, schema=FINDINGS_ARROW)
+    rows = [{**f, "evidence": stored_evidence(f.get("evidence"))} for f in result.findings]
+    table = pa.Table.from_pylist(rows, schema=findings_arrow_schema())
     pq.write_table(table, staging / "part-00000.parquet")
     manifest = {"run_id": run_id, "as_of_ms": result.as_of_ms, "rule_seconds": result.rule_seconds,
                 "skipped": result.skipped, "findings": len(rows)}
@@ -197,14 +205,3 @@ def write_findings(spark, result: AuditResult, out: str) -> None:
     result.run_id = run_id
 
 
-def _arrow_schema():
-    import pyarrow as pa
-
-    types = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64(),
-             "map<string,string>": pa.map_(pa.string(), pa.string())}
-    from auditor.engine.findings import FINDING_COLUMNS
-
-    return pa.schema([pa.field(n, types[t]) for n, t in FINDING_COLUMNS])
-
-
-FINDINGS_ARROW = _arrow_schema()

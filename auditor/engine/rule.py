@@ -13,7 +13,7 @@ import importlib
 import inspect
 import pkgutil
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.engine.views import AuditContext
@@ -25,21 +25,91 @@ def severity_rank(s: str) -> int:
     return SEVERITIES.index(s)
 
 
+EVIDENCE_TYPES = ("string", "int", "bigint", "boolean", "array<string>", "array<int>", "array<bigint>")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One field of a rule's evidence: what the finding proves its case with.
+
+    ``type`` is the Spark SQL type the rule's ``evidence`` struct carries it as;
+    reports give it back with that type (numbers as numbers), although the
+    findings table stores every rule's evidence in one ``map<string,string>``."""
+
+    name: str
+    type: str
+    doc: str
+
+    def __post_init__(self) -> None:
+        if self.type not in EVIDENCE_TYPES:
+            raise ValueError(f"evidence {self.name}: unsupported type {self.type}")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A paste-ready command, as a template over the finding's fields and evidence
+    (``{topic}``, ``{first_offset}``, ``{coordinator_epoch:default=0}``).
+    ``applies_to`` says when to use it instead of the first one (``brokers before 3.0``)."""
+
+    template: str
+    applies_to: str | None = None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One outcome of a rule: its severity, the message template a report renders
+    for it, the commands that fix it and the advice around them.
+
+    Templates are ``str.format`` fields over the finding's columns and evidence, with
+    the specs of :mod:`auditor.report.messages` (``{duration_ms:duration}``,
+    ``{consumer_groups:list}``); text in ``[[...]]`` is left out when a field in it is empty.
+    A kind whose finding needs no action (an in-flight transaction) has no commands."""
+
+    severity: str
+    message: str
+    commands: tuple[Command, ...] = ()
+    advice: str = ""
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.severity}")
+
+
 @dataclass(frozen=True)
 class Rule:
+    """A rule of the catalog.
+
+    ``run(ctx)`` returns *detections*: a DataFrame with the finding's location
+    columns (any of :data:`auditor.engine.findings.DETECTION_COLUMNS`), ``kind``
+    (a key of ``kinds``) and ``evidence``, a struct with exactly the fields of
+    ``evidence``. Severity, message and remediation come from the kind, rendered
+    by the report layer (:mod:`auditor.report.messages`), never assembled in Spark.
+    """
+
     id: str
     title: str
-    severity: str  # default severity; a finding may carry a different one
-    run: Callable[["AuditContext"], "object"]  # -> DataFrame in the findings shape
+    run: Callable[["AuditContext"], "object"]  # -> DataFrame of detections
+    kinds: Mapping[str, Kind]
+    evidence: tuple[Evidence, ...] = ()
     proposals: tuple[str, ...] = ()
-    evidence: tuple[str, ...] = ()
-    remediation: str = ""
     doc: str = field(default="", compare=False)
     needs: tuple[str, ...] = ()  # tables the rule reads; it is skipped (and says so) without them
 
     def __post_init__(self) -> None:
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"rule {self.id}: unknown severity {self.severity}")
+        if not self.kinds:
+            raise ValueError(f"rule {self.id}: no kinds")
+        names = [e.name for e in self.evidence]
+        if len(set(names)) != len(names):
+            raise ValueError(f"rule {self.id}: evidence fields named twice")
+
+    @property
+    def severity(self) -> str:
+        """The most severe of its kinds (what the catalog lists)."""
+        return max((k.severity for k in self.kinds.values()), key=severity_rank)
+
+    @property
+    def evidence_types(self) -> dict[str, str]:
+        return {e.name: e.type for e in self.evidence}
 
 
 def discover(package: str = "rules") -> list[Rule]:
@@ -59,3 +129,14 @@ def discover(package: str = "rules") -> list[Rule]:
     if dupes:
         raise ValueError(f"duplicate rule ids: {sorted(dupes)}")
     return sorted(found, key=lambda r: r.id)
+
+
+_CATALOG: dict[str, Rule] | None = None
+
+
+def catalog() -> dict[str, Rule]:
+    """The discovered rules by id (discovered once per process)."""
+    global _CATALOG
+    if _CATALOG is None:
+        _CATALOG = {r.id: r for r in discover()}
+    return _CATALOG

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 from auditor.engine.findings import FINDING_COLUMNS
 from auditor.engine.rule import SEVERITIES, severity_rank
 
-SCHEMA_VERSION = 1  # of the JSON report (docs/report-format.md); bump on incompatible changes
+SCHEMA_VERSION = 2  # of the JSON report (docs/report-format.md); bump on incompatible changes
 BROKER_PLACEHOLDER = "<broker:port>"
 
 
@@ -166,12 +166,16 @@ FINDING_KEYS = [name for name, _ in FINDING_COLUMNS]
 
 def normalize_finding(f: dict) -> dict:
     """One finding in the report shape: every findings column in table order,
-    ``evidence`` as a dict with sorted keys (Parquet maps come back as pairs)."""
+    ``evidence`` a dict with sorted keys and its declared types (the table stores
+    strings: :func:`auditor.engine.findings.typed_evidence`), ``replicas`` and
+    ``remediation_commands`` lists."""
+    from auditor.engine.findings import typed_evidence
+
     out = {k: f.get(k) for k in FINDING_KEYS}
-    ev = f.get("evidence") or {}
-    if not isinstance(ev, dict):
-        ev = dict(ev)
+    ev = typed_evidence(f.get("rule"), f.get("evidence"))
     out["evidence"] = {str(k): ev[k] for k in sorted(ev)}
+    out["replicas"] = [dict(r) for r in (f.get("replicas") or [])]
+    out["remediation_commands"] = [dict(c) for c in (f.get("remediation_commands") or [])]
     return out
 
 
@@ -186,39 +190,6 @@ def order_findings(findings: Iterable[dict]) -> list[dict]:
     return sorted(findings, key=key)
 
 
-_COMMAND = re.compile(r"^kafka-[\w.-]+\.sh\b")
-_ALT = re.compile(r"\s+#\s+")
-
-
-def remediation_commands(text: str | None, bootstrap_server: str | None = None) -> list[dict[str, str | None]]:
-    """The paste-able commands in a finding's remediation.
-
-    Rules write ``CMD   # label: CMD2`` (``rules/_common.py`` ``abort_command``:
-    the ``--start-offset`` form, then the ``--producer-id/--producer-epoch/
-    --coordinator-epoch`` form for brokers before 3.0). Returns
-    ``[{"command", "applies_to"}]``, the first with ``applies_to`` null; [] when
-    the remediation is advice rather than commands. ``bootstrap_server``
-    replaces the ``<broker:port>`` placeholder.
-    """
-    if not text:
-        return []
-    parts = _ALT.split(text.strip())
-    cmds: list[dict[str, str | None]] = []
-    for i, part in enumerate(parts):
-        label = None
-        if i > 0 and ": " in part:
-            label, part = part.split(": ", 1)
-        if not _COMMAND.match(part):
-            return [] if i == 0 else cmds
-        if bootstrap_server:
-            part = part.replace(BROKER_PLACEHOLDER, bootstrap_server)
-        cmds.append({"command": part, "applies_to": label})
-    return cmds
-
-
-LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's Topic.validate
-
-
 def one_line(text: object) -> str:
     """Text on one line: control characters (newlines, escapes) shown escaped (``\\n``,
     ``\\x1b``: :func:`auditor.cli.console.safe`), so a value from the dump cannot end a
@@ -226,13 +197,6 @@ def one_line(text: object) -> str:
     from auditor.cli.console import safe
 
     return "" if text is None else safe(text, markup=False)
-
-
-def shell_quote(text: str) -> str:
-    """POSIX shell single-quoting, with control characters (newlines) made visible."""
-    import shlex
-
-    return shlex.quote(one_line(text))
 
 
 def coordinator_epoch(f: dict) -> str | None:
@@ -274,23 +238,18 @@ class Report:
         return groups
 
     def commands(self, f: dict) -> list[dict[str, str | None]]:
-        text, topic = f.get("remediation"), f.get("topic")
-        illegal = topic is not None and text is not None and not LEGAL_TOPIC.fullmatch(topic)
-        if illegal:
-            # a topic Kafka would refuse (a crafted directory name): stand it aside while the text is
-            # parsed, then put it back quoted, so pasting cannot run anything but kafka-transactions.sh
-            text = text.replace(f"--topic {topic} ", "--topic \x00topic\x00 ")
-        cmds = remediation_commands(text, self.bootstrap_server)
-        if illegal:
-            for c in cmds:
-                c["command"] = c["command"].replace("\x00topic\x00", shell_quote(topic))
-        return cmds
+        """The finding's paste-ready commands, ``<broker:port>`` replaced by ``--bootstrap-server`` if given."""
+        out = []
+        for c in f.get("remediation_commands") or []:
+            cmd = c["command"]
+            if self.bootstrap_server:
+                cmd = cmd.replace(BROKER_PLACEHOLDER, self.bootstrap_server)
+            out.append({"command": cmd, "applies_to": c.get("applies_to")})
+        return out
 
     def finding_json(self, f: dict) -> dict:
         """A finding as the JSON formats write it (docs/report-format.md)."""
         out = dict(f)
-        if self.bootstrap_server and out.get("remediation"):
-            out["remediation"] = out["remediation"].replace(BROKER_PLACEHOLDER, self.bootstrap_server)
         out["remediation_commands"] = self.commands(f)
         return out
 

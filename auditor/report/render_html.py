@@ -156,11 +156,10 @@ def _findings(report: Report, numbers: dict[int, int]) -> str:
                 for c in cmds:
                     lines.append(c["command"] if not c["applies_to"] else f"# {c['applies_to']}: {c['command']}")
                 detail.append(_commands_pre(lines))
-            elif f.get("remediation"):
+            if f.get("remediation"):
                 detail.append(f'<p><b>Remediation:</b> {esc(f["remediation"])}</p>')
             ev = f.get("evidence") or {}
-            where = " · ".join(esc(x) for x in (f.get("cluster_id"), f"broker {f.get('broker_id')}" if f.get("broker_id") is not None else None,
-                                                f.get("log_dir")) if x)
+            where = " · ".join(esc(x) for x in (f.get("cluster_id"), *_replica_texts(f)) if x)
             times = ""
             if f.get("first_timestamp") is not None:
                 times = f"{format_time(f['first_timestamp'])} … {format_time(f.get('last_timestamp'))}"
@@ -178,6 +177,16 @@ def _findings(report: Report, numbers: dict[int, int]) -> str:
                    "aborts one transaction with <code>--start-offset</code>; the form for brokers before 3.0 is commented out.</p>")
         out.append(_commands_pre(all_cmds))
     return "".join(out)
+
+
+def _replica_texts(f: dict) -> list[str]:
+    """Where a finding was seen: each replica (broker and log dir) that shows it."""
+    reps = f.get("replicas") or [{"broker_id": f.get("broker_id"), "log_dir": f.get("log_dir")}]
+    out = []
+    for r in reps:
+        parts = [f"broker {r['broker_id']}" if r.get("broker_id") is not None else None, r.get("log_dir")]
+        out.append(" ".join(x for x in parts if x))
+    return out
 
 
 def _all_commands(report: Report, numbers: dict[int, int]) -> list[str]:

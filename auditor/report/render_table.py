@@ -53,12 +53,14 @@ def _where_columns(report: Report) -> list[tuple[str, Callable[[dict], str]]]:
     clusters = {f.get("cluster_id") for f in report.findings}
     brokers: dict = {}
     for f in report.findings:
-        brokers.setdefault(f.get("cluster_id"), set()).add((f.get("broker_id"), f.get("log_dir")))
+        for r in f.get("replicas") or [{"broker_id": f.get("broker_id"), "log_dir": f.get("log_dir")}]:
+            brokers.setdefault(f.get("cluster_id"), set()).add((r.get("broker_id"), r.get("log_dir")))
     cols: list[tuple[str, Callable[[dict], str]]] = []
     if len(clusters) > 1:
         cols.append(("Cluster", lambda f: _s(f.get("cluster_id"))))
     if any(len(v) > 1 for v in brokers.values()):
-        cols.append(("Broker", lambda f: _s(f.get("broker_id"))))
+        cols.append(("Broker", lambda f: ",".join(_s(r.get("broker_id")) for r in f.get("replicas") or [])
+                      or _s(f.get("broker_id"))))
     return cols
 
 
@@ -181,10 +183,10 @@ def remediation_lines(report: Report, findings: list[dict]) -> list[str]:
     lines: list[str] = []
     prose: list[str] = []
     for i, f in enumerate(findings):
+        if f.get("remediation") and f["remediation"] not in prose:
+            prose.append(f["remediation"])
         cmds = report.commands(f)
         if not cmds:
-            if f.get("remediation") and f["remediation"] not in prose:
-                prose.append(f["remediation"])
             continue
         where = f"{one_line(f.get('topic'))}-{f.get('partition')} " if f.get("topic") is not None else ""
         lines.append(f"# [{i + 1}] {where}from offset {f.get('first_offset')} (producer {f.get('producer_id')})")
