@@ -44,6 +44,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from auditor.formats.txnlog import partition_for  # noqa: E402
 from scripts.kafka.harness import (  # noqa: E402
     NEWEST,
     PRE_VERIFICATION,
@@ -65,23 +66,9 @@ log = logging.getLogger("capture")
 # --------------------------------------------------------------------------------------------------
 # Kafka facts used to name where things land (documented rules, not observations)
 # --------------------------------------------------------------------------------------------------
-def java_string_hash(s: str) -> int:
-    """``String.hashCode()`` over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def kafka_abs(n: int) -> int:
-    """``org.apache.kafka.common.utils.Utils.abs``: Integer.MIN_VALUE maps to 0."""
-    return 0 if n == -(1 << 31) else abs(n)
-
-
 def coordinator_partition(key: str, partitions: int = INTERNAL_PARTITIONS) -> int:
     """Partition of ``__transaction_state`` / ``__consumer_offsets`` that owns a transactional id / group."""
-    return kafka_abs(java_string_hash(key)) % partitions
+    return partition_for(key, partitions)  # the same formula for groups (GroupCoordinator.partitionFor)
 
 
 def tp(topic: str, partition: int) -> str:

@@ -48,6 +48,8 @@ import kafka
 import kafka.codec
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from auditor.formats.txnlog import java_string_hash, partition_for
+
 # The hand-assembled encodings (markers, __transaction_state key/value) are the
 # tests' independent encoders: tests/builders.py is not a package, so put the
 # tests dir on sys.path to import it (it imports nothing from auditor).
@@ -80,22 +82,8 @@ STATE_IDS = {
 
 
 # --------------------------------------------------------------------------- helpers
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: h = 31*h + c over UTF-16 code units, int32 overflow."""
-    raw = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(raw), 2):
-        h = (31 * h + ((raw[i] << 8) | raw[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= (1 << 31) else h
-
-
-def kafka_abs(n: int) -> int:
-    """org.apache.kafka.common.utils.Utils.abs: abs(Integer.MIN_VALUE) is 0."""
-    return 0 if n == -(1 << 31) else abs(n)
-
-
 def txn_state_partition(transactional_id: str) -> int:
-    return kafka_abs(java_string_hash(transactional_id)) % TXN_STATE_PARTITIONS
+    return partition_for(transactional_id, TXN_STATE_PARTITIONS)
 
 
 def kafka_uuid(rng: random.Random) -> str:

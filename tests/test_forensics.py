@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from conftest import SAMPLE_LOGS
 from tables_builder import T0, TableSet
 from auditor.cli.main import cli
-from auditor.forensics.coordinator import coordinator_partition, java_string_hash, kafka_abs
+from auditor.formats.txnlog import java_string_hash, kafka_abs, partition_for as coordinator_partition
 from auditor.forensics.replay import COMMON_KEYS
 
 SCENARIO = SAMPLE_LOGS / "hanging-late-write"

@@ -183,7 +183,8 @@ def coordinator_cmd(tables, transactional_id, partitions, fmt) -> None:
     (Kafka's Utils.abs maps Integer.MIN_VALUE to 0); the history is every
     transaction_log record of the id in offset order, tombstones included.
     """
-    from auditor.forensics.coordinator import TXN_TOPIC, kafka_abs, lookup, lookup_json, record_json
+    from auditor.forensics.coordinator import TXN_TOPIC, lookup, lookup_json, record_json
+    from auditor.formats.txnlog import kafka_abs
 
     lookups = lookup(tables, transactional_id, partitions)
     for lk in lookups:

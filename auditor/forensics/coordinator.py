@@ -27,31 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from auditor.formats.txnlog import java_string_hash, partition_for
+
 TXN_TOPIC = "__transaction_state"
 DEFAULT_PARTITIONS = 50  # transaction.state.log.num.partitions default
-_INT_MIN = -(2**31)
-
-
-def java_string_hash(s: str) -> int:
-    """``java.lang.String.hashCode()``: s[0]*31^(n-1) + ... + s[n-1] over UTF-16
-    code units, wrapped to a signed 32-bit int."""
-    h = 0
-    units = s.encode("utf-16-be", errors="surrogatepass")
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def kafka_abs(n: int) -> int:
-    """``org.apache.kafka.common.utils.Utils.abs``: |n|, but 0 for Integer.MIN_VALUE."""
-    return 0 if n == _INT_MIN else abs(n)
-
-
-def coordinator_partition(transactional_id: str, partitions: int) -> int:
-    """The ``__transaction_state`` partition the broker assigns to ``transactional_id``."""
-    if partitions <= 0:
-        raise ValueError("the partition count must be positive")
-    return kafka_abs(java_string_hash(transactional_id)) % partitions
 
 
 @dataclass
@@ -223,7 +202,7 @@ def lookup(tables_dir: str | Path, transactional_id: str, partitions: int | None
         mine = [r for r in records if r["cluster_id"] == c]
         out.append(Lookup(
             cluster_id=c, transactional_id=transactional_id, java_hash=h, partitions=n,
-            partition=coordinator_partition(transactional_id, n.count), records=mine,
+            partition=partition_for(transactional_id, n.count), records=mine,
             brokers=sorted({r["broker_id"] for r in mine if r["broker_id"] is not None}),
             stored_in=sorted({r["partition"] for r in mine}),
         ))

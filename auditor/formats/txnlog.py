@@ -235,6 +235,10 @@ def partition_for(transactional_id: str, num_partitions: int = 50) -> int:
     """
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
-    h = java_string_hash(transactional_id)
-    a = 0 if h == -(1 << 31) else abs(h)
-    return a % num_partitions
+    return kafka_abs(java_string_hash(transactional_id)) % num_partitions
+
+
+def kafka_abs(n: int) -> int:
+    """``org.apache.kafka.common.utils.Utils.abs``: |n|, but 0 for Integer.MIN_VALUE
+    (where ``Math.abs`` stays negative and Python's ``abs`` gives 2**31)."""
+    return 0 if n == -(1 << 31) else abs(n)
