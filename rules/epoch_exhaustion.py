@@ -83,7 +83,6 @@ KINDS = {
 
 
 def run(ctx):
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     warn = ctx.options.epoch_exhaustion_warn
@@ -116,18 +115,17 @@ def run(ctx):
     g = ctx.persist(g)  # few rows, read three times below: scan the batches once
     if has_coord:
         # only the few producers found above: name their transactional id and read its latest record
-        tl = ctx.table("transaction_log").where("record_type = 'transaction' AND NOT is_tombstone")
+        from auditor.engine import coordinator
+
         known = F.broadcast(g.select("cluster_id", "producer_id"))
-        ids = tl.select("cluster_id", "transactional_id", F.explode(F.array(
-            "producer_id", "previous_producer_id", "next_producer_id")).alias("producer_id")).join(
-            known, ["cluster_id", "producer_id"]).groupBy("cluster_id", "producer_id").agg(
-            F.min("transactional_id").alias("tid"))
+        ids = ctx.producer_transactional_ids.join(known, ["cluster_id", "producer_id"]).groupBy(
+            "cluster_id", "producer_id").agg(F.min("transactional_id").alias("tid"))
         g = g.join(ids, ["cluster_id", "producer_id"], "left").withColumn(
             "transactional_id", F.coalesce("transactional_id", "tid")).drop("tid")
-        w = Window.partitionBy("cluster_id", "transactional_id").orderBy(F.col("offset").desc(), F.col("broker_id").asc_nulls_last())
-        latest = tl.join(F.broadcast(g.select("cluster_id", "transactional_id").where("transactional_id IS NOT NULL")),
-                         ["cluster_id", "transactional_id"], "left_semi").withColumn("_rn", F.row_number().over(w)).where(
-            "_rn = 1").select(
+        mine = ctx.coordinator_records.join(
+            F.broadcast(g.select("cluster_id", "transactional_id").where("transactional_id IS NOT NULL")),
+            ["cluster_id", "transactional_id"], "left_semi")
+        latest = coordinator.latest(mine, tombstones=False).select(
             "cluster_id", "transactional_id", F.col("producer_id").alias("latest_producer_id"),
             F.col("producer_epoch").alias("latest_epoch"), F.col("state").alias("latest_state"),
             F.col("client_transaction_version").alias("tv"))

@@ -74,7 +74,7 @@ from auditor.engine.findings import evidence
 from auditor.engine.rule import Command, Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
 from rules._common import COORDINATOR_EPOCH
-from rules._txnlog import HISTORY_KEY, history
+from auditor.engine.coordinator import HISTORY_KEY
 
 EVIDENCE = (
     Evidence("decision", "string", "COMMIT or ABORT: what the coordinator recorded (its Complete* record)"),
@@ -130,11 +130,11 @@ def run(ctx):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    h = history(ctx)
+    h = ctx.coordinator_history
     # Prepare*/Complete* records in order; for a Complete*, the next Prepare* (one or two rows on: a retried
     # append can repeat the Complete*) starts the id's next transaction. Same ordering as the history: no sort.
     f = h.where(F.col("state").isin("PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"))
-    wf = Window.partitionBy(*HISTORY_KEY).orderBy("offset", "broker_id")
+    wf = Window.partitionBy(*HISTORY_KEY).orderBy("offset")
     is_prep = lambda c: c.isin("PrepareCommit", "PrepareAbort")  # noqa: E731
     f = f.withColumn("next_start_ts", F.when(is_prep(F.lead("state", 1).over(wf)), F.lead(_start(), 1).over(wf)).when(
         is_prep(F.lead("state", 2).over(wf)), F.lead(_start(), 2).over(wf)))

@@ -67,7 +67,6 @@ from __future__ import annotations
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Command, Evidence, Kind, Rule
 from auditor.formats.txnlog import VALID_PREVIOUS_STATES
-from rules._txnlog import history
 
 ABORT_SCAN_INTERVAL_MS = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms default
 IN_MEMORY_STATES = ("Dead", "PrepareEpochFence")
@@ -135,7 +134,7 @@ def allowed_pairs() -> list[tuple[str, str]]:
 def run(ctx):
     from pyspark.sql import functions as F
 
-    h = history(ctx)
+    h = ctx.coordinator_history
     allowed = ctx.spark.createDataFrame(allowed_pairs(), "prev_state_label string, state_label string").withColumn(
         "allowed", F.lit(True))
     h = ctx.with_as_of(h.join(F.broadcast(allowed), ["prev_state_label", "state_label"], "left"))

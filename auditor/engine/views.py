@@ -255,14 +255,26 @@ class AuditContext:
         return self.table("transaction_log").agg(F.countDistinct("partition").alias("coordinator_partitions"))
 
     @cached_property
-    def coordinator_latest(self):
-        """The latest ``__transaction_state`` record per transactional id."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
+    def coordinator_records(self):
+        """``__transaction_state`` transaction records, one copy per offset
+        (:func:`auditor.engine.coordinator.records`); persisted: several rules read them."""
+        from auditor.engine import coordinator
 
-        tl = self.table("transaction_log").where("record_type = 'transaction'")
-        w = Window.partitionBy("cluster_id", "transactional_id").orderBy(F.col("offset").desc(), F.col("broker_id").asc_nulls_last())
-        return tl.withColumn("_rn", F.row_number().over(w)).where("_rn = 1").drop("_rn")
+        return self.persist(coordinator.records(self.table("transaction_log")))
+
+    @cached_property
+    def coordinator_history(self):
+        """Each coordinator record with the id's previous one (:func:`auditor.engine.coordinator.history`), persisted."""
+        from auditor.engine import coordinator
+
+        return self.persist(coordinator.history(self.coordinator_records))
+
+    @cached_property
+    def coordinator_latest(self):
+        """The latest ``__transaction_state`` record per transactional id (tombstones included)."""
+        from auditor.engine import coordinator
+
+        return coordinator.latest(self.coordinator_records)
 
     @cached_property
     def producer_transactional_ids(self):

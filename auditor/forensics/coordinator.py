@@ -162,7 +162,8 @@ _RECORD_COLUMNS = [
 def _records(tables_dir: Path, transactional_id: str) -> list[dict[str, Any]]:
     """Every ``transaction_log`` row for the id, one copy per (cluster, partition,
     offset): several brokers replicate a ``__transaction_state`` partition, and
-    the lowest broker id's copy is kept."""
+    the lowest broker id's copy is kept — the audit's choice too
+    (:func:`auditor.engine.coordinator.records`), here with pyarrow so the lookup needs no Spark."""
     import pyarrow.compute as pc
 
     d = _dataset(tables_dir, "transaction_log")

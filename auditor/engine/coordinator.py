@@ -1,0 +1,58 @@
+"""The coordinator's records as the rules read them: ``__transaction_state`` once.
+
+Several brokers replicate a ``__transaction_state`` partition, so a dump holds
+each record once per replica. :func:`records` keeps one copy per (cluster,
+partition, offset): the lowest broker id's, the same choice the ``coordinator``
+forensics command makes (:func:`auditor.forensics.coordinator._records`). Every
+view of the coordinator's state derives from it:
+
+* :func:`history` — per transactional id, each record with the one before it.
+  ``__transaction_state`` is compacted, but the cleaner only ever drops records
+  *older* than a later record of the same key, so the records a dump still holds
+  for an id are a suffix of its history: consecutive rows are consecutive
+  state changes;
+* :func:`latest` — the newest record per transactional id.
+"""
+
+from __future__ import annotations
+
+HISTORY_KEY = ["cluster_id", "transactional_id"]
+_HISTORY_COLUMNS = ("offset", "state_label", "producer_id", "producer_epoch", "last_update_timestamp_ms",
+                    "start_timestamp_ms", "topic_partitions")
+
+
+def records(transaction_log):
+    """``transaction_log`` rows of kind ``transaction`` with an id, one copy per
+    (cluster, partition, offset), and ``state_label``: ``state``, or ``Dead`` for a
+    tombstone (expiry writes the tombstone from the in-memory Dead state)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    tl = transaction_log.where("record_type = 'transaction' AND transactional_id IS NOT NULL")
+    w = Window.partitionBy("cluster_id", "partition", "offset").orderBy(F.col("broker_id").asc_nulls_last())
+    tl = tl.withColumn("_copy", F.row_number().over(w)).where("_copy = 1").drop("_copy")
+    return tl.withColumn("state_label", F.when(F.col("is_tombstone"), F.lit("Dead")).otherwise(F.col("state")))
+
+
+def history(recs):
+    """Each record with the previous record of the same transactional id (``prev_*``)
+    and ``is_last``: one window, one sort."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy(*HISTORY_KEY).orderBy("offset")
+    h = recs
+    for c in _HISTORY_COLUMNS:
+        h = h.withColumn(f"prev_{c}", F.lag(c).over(w))
+    last = F.max("offset").over(w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
+    return h.withColumn("is_last", F.col("offset") == last)
+
+
+def latest(recs, *, tombstones: bool = True):
+    """The newest record per transactional id (without tombstones: the newest live one)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    r = recs if tombstones else recs.where("NOT is_tombstone")
+    w = Window.partitionBy(*HISTORY_KEY).orderBy(F.col("offset").desc())
+    return r.withColumn("_rn", F.row_number().over(w)).where("_rn = 1").drop("_rn")
