@@ -2,7 +2,8 @@
 """Capture real Kafka broker log dirs into ``sample_logs/<scenario>/`` with their ground truth.
 
 Each scenario runs against a fresh single-node KRaft broker, or a 3-node KRaft cluster (combined
-broker+controller nodes, 3 voters) for the multi-broker ones (``scripts/kafka/harness.py``), drives
+broker+controller nodes, 3 voters) for the multi-broker ones, or a ZooKeeper-mode 3.5.2 broker with
+its own ZooKeeper for the legacy message formats (``scripts/kafka/harness.py``), drives
 it with real clients — confluent-kafka (librdkafka: transactional and idempotent producers,
 consumers, admin), Kafka's own Java producer for transaction version 2, and kafka-python's protocol
 layer for the requests no well-behaved client sends — then stops the broker cleanly or SIGKILLs it,
@@ -53,6 +54,7 @@ from scripts.kafka.harness import (  # noqa: E402
     KafkaCluster,
     RawConnection,
     cluster_id_for,
+    libs_dir,
 )
 
 SAMPLE_LOGS = ROOT / "sample_logs"
@@ -238,7 +240,7 @@ class Ctx:
     """One scenario run: a fresh broker, admin client, clients and the recorder."""
 
     def __init__(self, name: str, version: str, overrides: dict, features: dict | None, brokers: int = 1,
-                 node_overrides: dict | None = None) -> None:
+                 node_overrides: dict | None = None, zookeeper: bool = False) -> None:
         self.name = name
         self.version = version
         self.workdir = WORK / name
@@ -260,7 +262,8 @@ class Ctx:
             self.broker = KafkaCluster(version, self.workdir, brokers, overrides, self.node_overrides,
                                        features=features, cluster_id=cluster_id_for(name))
         else:
-            self.broker = KafkaBroker(version, self.workdir, overrides, features=features, cluster_id=cluster_id_for(name))
+            self.broker = KafkaBroker(version, self.workdir, overrides, features=features, cluster_id=cluster_id_for(name),
+                                      zookeeper=zookeeper)
         self.rf = min(brokers, 3)
         self.rec = Recorder()
         self.clients: list = []
@@ -561,6 +564,7 @@ class Scenario:
     base: str | None = None  # mutated scenarios: the capture they derive from
     brokers: int = 1  # > 1: a KafkaCluster of that many combined broker+controller nodes
     node_overrides: dict | None = None  # {node_id: {property: value}} for one node of a cluster
+    zookeeper: bool = False  # a ZooKeeper-mode broker (3.x) with its own ZooKeeper, not KRaft
 
 
 SCENARIOS: dict[str, Scenario] = {}
@@ -1644,6 +1648,65 @@ def sc_compacted_hanging(ctx: Ctx) -> dict:
     }
 
 
+LEGACY_FLUSHES = (1, 5, 25, 3)  # records per produce request (one batch; one wrapper when compressed)
+LEGACY_FORMATS = (("0.10.0", 1), ("0.9.0", 0))  # topic message.format.version -> the magic it writes
+LEGACY_CODECS = ("none", "gzip", "snappy", "lz4")
+
+
+@scenario("legacy-message-formats", PRE_VERIFICATION, zookeeper=True,
+          overrides={"inter.broker.protocol.version": "2.8", "log.message.format.version": "2.8"})
+def sc_legacy_message_formats(ctx: Ctx) -> dict:
+    """A ZooKeeper-mode broker (3.5.2, `inter.broker.protocol.version` 2.8, the last below 3.0, so topic
+    configs `message.format.version` still apply) keeps topics in message format 1 (`0.10.0`) and 0
+    (`0.9.0`). Kafka's Java producer (3.5.2 jars, not idempotent: old formats have no producer ids)
+    sends v2 batches compressed with gzip, snappy, lz4 or not at all; the broker converts each batch
+    down to the topic's format on append: a compressed batch becomes one legacy *wrapper* message
+    whose value holds the records as inner messages (format 1: relative inner offsets, the wrapper
+    carrying the last absolute one; format 0: absolute inner offsets; lz4 in format 0 with the old
+    broken frame-header checksum), an uncompressed one a message per record. One format-1 topic uses
+    LogAppendTime (inner timestamps are the wrapper's). Per topic 34 records in 4 produce requests
+    of 1, 5, 25 and 3 records, every other record keyed, some values null."""
+    topics = []
+    for fmt, magic in LEGACY_FORMATS:
+        for codec in LEGACY_CODECS:
+            topics.append((f"format{magic}-{codec}", fmt, magic, codec, "CreateTime"))
+    topics.append(("format1-gzip-logappendtime", "0.10.0", 1, "gzip", "LogAppendTime"))
+    for topic, fmt, _, _, ts_type in topics:
+        ctx.create_topic(topic, 1, 2048, **{"message.format.version": fmt, "message.timestamp.type": ts_type})
+    steps: dict[str, dict] = {}
+    for codec in LEGACY_CODECS:
+        # linger.ms of a minute: a batch goes out on flush() only, so each flush is one produce request
+        p = ctx.java(f"java-{codec}", **{"compression.type": codec, "enable.idempotence": "false", "acks": "all",
+                                        "linger.ms": 60000})
+        ctx.rec.producer(f"java-{codec}", client=f"kafka-clients {ctx.version} (Java)", kind="plain",
+                         compression=codec)
+        for topic, fmt, magic, _, ts_type in (t for t in topics if t[3] == codec):
+            flushes = []
+            n = 0
+            for size in LEGACY_FLUSHES:
+                for _ in range(size):
+                    value = "~null" if n % 6 == 5 else f"{topic}-{n}-" + "x" * (n % 7)  # null: keyed (odd n) only
+                    if n % 2:
+                        p.call("sendkv", topic, 0, f"key-{n % 5}", value)
+                    else:
+                        p.call("send", topic, 0, value)
+                    n += 1
+                recs = [(r["topic"], r["partition"], r["offset"]) for r in p.call("flush")["records"]]
+                ctx.rec.write(f"java-{codec}", "plain", -1, -1, recs)
+                flushes.append([o for _, _, o in recs])
+            steps[tp(topic, 0)] = {"message_format_version": fmt, "magic": magic, "producer_compression": codec,
+                                   "timestamp_type": ts_type, "produce_requests": flushes}
+    tps = [(t[0], 0) for t in topics]
+    ctx.record_end_offsets(tps)
+    return {
+        "description": sc_legacy_message_formats.__doc__,
+        "steps": {"topics": steps, "why": "each produce request is one v2 batch, which the broker converts to one "
+                                          "legacy wrapper (compressed) or one message per record (none); "
+                                          "offsets from the producer's futures"},
+        "expect": {"anomalies": []},
+    }
+
+
 # --------------------------------------------------------------------------------------------------
 # Mutations (derived from real captures; CRC-32C recomputed)
 # --------------------------------------------------------------------------------------------------
@@ -1810,7 +1873,7 @@ def _dir_size(p: Path) -> int:
 
 def capture(sc: Scenario) -> dict:
     t0 = time.monotonic()
-    ctx = Ctx(sc.name, sc.version, sc.overrides, sc.features, sc.brokers, sc.node_overrides)
+    ctx = Ctx(sc.name, sc.version, sc.overrides, sc.features, sc.brokers, sc.node_overrides, sc.zookeeper)
     try:
         ctx.start()
         start_s = ctx.broker.timings.get("start_s")
@@ -1860,7 +1923,7 @@ def capture(sc: Scenario) -> dict:
     rec = ctx.rec
     props = ctx.broker.server_properties()
     props.update({k: str(v) for k, v in (ctx.broker.common_overrides if cluster else sc.overrides).items()})
-    for k in ("listeners", "advertised.listeners", "controller.quorum.voters", "log.dirs"):
+    for k in ("listeners", "advertised.listeners", "controller.quorum.voters", "log.dirs", "zookeeper.connect"):
         props.pop(k, None)
     if cluster:
         broker_info = {"ending": ctx.ending_text or ("SIGKILL" if ctx.ending == "kill" else "clean shutdown (SIGTERM)"),
@@ -1876,6 +1939,11 @@ def capture(sc: Scenario) -> dict:
                        "node_id": 1, "cluster_id": ctx.broker.cluster_id, "features": sc.features or "format defaults",
                        "server_properties": props,
                        "small_segments_via": "topic config " + next(iter(ctx.segment_config(0)))}
+        if sc.zookeeper:
+            zk = sorted(p.name for p in libs_dir(sc.version).glob("zookeeper-[0-9]*.jar"))
+            broker_info.update(node_id=None, broker_id=1, features=None,
+                               mode=f"ZooKeeper mode: one standalone ZooKeeper ({', '.join(zk)}, from the broker's "
+                                    "jars); cluster id put into /cluster/id before the broker's first start")
     expected = {
         "scenario": sc.name,
         "kafka_version": sc.version,

@@ -1,5 +1,5 @@
-"""Independent encoders for tests: kafka-python's record-batch builder for data
-batches, and hand-assembled transaction markers (kafka-python cannot write
+"""Independent encoders for tests: kafka-python's record-batch builders for data
+batches and legacy entries, and hand-assembled transaction markers (kafka-python cannot write
 control batches), plus the primitive Kafka encodings (varints, int16/compact
 strings, int32 arrays) and ``__transaction_state`` records that tests and
 scripts/make_sample_logs.py assemble by hand. Nothing here uses the project's
@@ -9,10 +9,12 @@ against an independent writer."""
 from __future__ import annotations
 
 import struct
+import zlib
 from typing import Iterable
 
 import crc32c
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -125,6 +127,32 @@ def kp_batch(
     struct.pack_into(">q", buf, 0, base_offset)
     struct.pack_into(">i", buf, 12, leader_epoch)
     return bytes(buf)
+
+
+def kp_legacy(magic: int, codec: int, msgs: list[tuple[int, int, bytes | None, bytes | None]], *,
+              offset: int | None = None) -> bytes:
+    """A legacy entry written by kafka-python from (offset, timestamp, key, value) tuples: one
+    message per tuple, or with ``codec`` one wrapper holding them as inner messages (kafka-python
+    writes the wrapper with offset 0 and timestamp 0: ``offset`` patches the wrapper's in, as the
+    broker assigns it; the offset is not under the CRC)."""
+    b = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 26)
+    for off, ts, k, v in msgs:
+        assert b.append(off, timestamp=ts, key=k, value=v) is not None
+    buf = bytearray(b.build())
+    if offset is not None:
+        struct.pack_into(">q", buf, 0, offset)
+    return bytes(buf)
+
+
+def legacy_message(offset: int, magic: int, attributes: int, value: bytes | None, *, key: bytes | None = None,
+                   timestamp: int = 0) -> bytes:
+    """One legacy message assembled by hand (framing, CRC-32 from magic on): what kafka-python
+    refuses to write (a zstd or LogAppendTime wrapper, a wrapper around any bytes)."""
+    body = struct.pack(">bb", magic, attributes) + (struct.pack(">q", timestamp) if magic else b"")
+    for field in (key, value):
+        body += struct.pack(">i", -1) if field is None else struct.pack(">i", len(field)) + field
+    body = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", offset, len(body)) + body
 
 
 def data_batch(

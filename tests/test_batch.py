@@ -20,10 +20,8 @@ import crc32c
 import kafka.codec
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
-from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from auditor.errors import DecodeError
 from auditor.formats.batch import (
     BatchHeader,
     LogProblem,
@@ -32,7 +30,7 @@ from auditor.formats.batch import (
     read_payload,
 )
 from auditor.formats.records import decode_control, iter_records
-from builders import kp_batch
+from builders import kp_batch, kp_legacy
 from conftest import REAL_LOGS
 
 KAFKA_GO = REAL_LOGS / "segmentio__kafka-go" / "fixtures"
@@ -236,15 +234,9 @@ def test_verify_crc_false_skips_the_check() -> None:
 
 
 # --------------------------------------------------------------------------- legacy v0 / v1
-def kp_legacy(magic: int, codec: int, msgs: list[tuple[int, int, bytes | None, bytes | None]]) -> bytes:
-    b = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
-    for off, ts, k, v in msgs:
-        assert b.append(off, timestamp=ts, key=k, value=v) is not None
-    return bytes(b.build())
-
-
-def test_legacy_entries_are_recognised_and_skipped() -> None:
-    """v0 and v1 messages (plain and gzip wrappers) before a v2 batch, as one partition can hold."""
+def test_legacy_entries_read_as_kafka_reads_them() -> None:
+    """v0 and v1 messages (plain and gzip wrappers) before a v2 batch, as one partition can hold.
+    A wrapper's first offset, record count and first timestamp are its inner messages'."""
     v0 = kp_legacy(0, 0, [(0, 0, b"k0", b"v0"), (1, 0, None, b"v1")])  # two v0 entries
     v1 = kp_legacy(1, 0, [(2, 1_500_000_000_000, b"k2", b"v2"), (3, 1_500_000_000_005, b"k3", None)])
     v0gz = bytearray(kp_legacy(0, 1, [(4, 0, b"a", b"x" * 50), (5, 0, b"b", b"y" * 50)]))
@@ -262,7 +254,11 @@ def test_legacy_entries_are_recognised_and_skipped() -> None:
     assert [h.last_offset for h in got] == [0, 1, 2, 3, 5, 7, 10]
     assert [h.compression for h in got] == ["none"] * 4 + ["gzip", "gzip", "none"]
     assert [h.timestamp_type for h in got[:6]] == ["NoTimestampType"] * 2 + ["CreateTime"] * 2 + ["NoTimestampType", "CreateTime"]
-    assert [h.base_timestamp for h in got[:6]] == [-1, -1, 1_500_000_000_000, 1_500_000_000_005, -1, 0]
+    # the v1 wrapper's inner offsets are relative (0, 1): absolute 7 - 1 + (0, 1)
+    assert [h.base_offset for h in got] == [0, 1, 2, 3, 4, 6, 8]
+    assert [h.record_count for h in got] == [1, 1, 1, 1, 2, 2, 3]
+    assert [h.base_timestamp for h in got[:6]] == [-1, -1, 1_500_000_000_000, 1_500_000_000_005, -1, 1_500_000_000_010]
+    assert [h.max_timestamp for h in got[:6]] == [-1, -1, 1_500_000_000_000, 1_500_000_000_005, -1, 0]  # the wrapper's
     pos = 0
     for h, kb in zip(got, kbs):
         assert h.position == pos
@@ -270,9 +266,9 @@ def test_legacy_entries_are_recognised_and_skipped() -> None:
         assert h.crc_valid is True and kb.validate_crc() is True
         assert h.codec == kb.compression_type
         if h.magic < 2:
-            assert h.base_offset == kb.base_offset
+            inner = [r.offset for r in kb]  # kafka-python's reader of the same bytes
+            assert (h.base_offset, h.record_count) == (inner[0], len(inner))
             assert h.producer_id == -1 and h.is_transactional is False and h.is_control is False
-            assert h.record_count == 1
             assert h.crc == struct.unpack_from(">I", seg, pos + 12)[0]
         pos += h.size
     assert_matches_kafka_python(got[6], kbs[6])
@@ -283,12 +279,12 @@ def test_legacy_entries_are_recognised_and_skipped() -> None:
     assert [h.crc_valid for h in again] == [True, True, False, True, True, True, True]
 
 
-def test_record_iteration_refuses_legacy_entries() -> None:
-    raw = kp_legacy(1, 0, [(0, 1, b"k", b"v")])
-    (h,) = headers_only(decode(raw))
-    with pytest.raises(DecodeError) as ei:
-        list(iter_records(h, raw[12:]))
-    assert ei.value.kind == "unknown-magic" and ei.value.position == 16
+def test_record_iteration_of_an_uncompressed_legacy_entry_is_the_entry() -> None:
+    raw = bytearray(kp_legacy(1, 0, [(0, 1, b"k", b"v")]))
+    struct.pack_into(">q", raw, 0, 41)
+    (h,) = headers_only(decode(bytes(raw)))
+    (rec,) = iter_records(h, bytes(raw[12:]))
+    assert (rec.offset, rec.timestamp, rec.key, rec.value, rec.sequence, rec.headers) == (41, 1, b"k", b"v", -1, [])
 
 
 # --------------------------------------------------------------------------- real fixtures
@@ -380,8 +376,13 @@ def test_kafka_go_fetch_responses(path: Path) -> None:
             offsets += [r.offset for r in recs]
         else:
             inner = [k.offset for k in kb]
-            # a legacy entry's offset is its last (for a wrapper: last inner) offset
-            assert h.last_offset == inner[-1]
+            # a legacy entry's offset is its last (for a wrapper: last inner) offset, its first offset
+            # and count those of its records (a wrapper's inner messages)
+            assert (h.base_offset, h.last_offset, h.record_count) == (inner[0], inner[-1], len(inner))
+            recs = list(iter_records(h, rs[h.payload_position: h.position + h.size]))
+            assert [(r.offset, r.timestamp, r.key, r.value) for r in recs] == [
+                (k.offset, k.timestamp, k.key, k.value) for k in kb
+            ]
             offsets += inner
     assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
     if path.stem == "v1-v1c-v2-v2c-v2b-v2b-v2b-v2bc-v1b-v1bc":

@@ -29,6 +29,7 @@ from auditor.ingest.tables import TABLES, iter_rows
 INTERNAL = {"__transaction_state": "--transaction-log-decoder", "__consumer_offsets": "--offsets-decoder",
             "__cluster_metadata": "--cluster-metadata-decoder"}
 COUNTS: Counter = Counter()
+LEGACY_WRAPPERS: set[tuple[int, str]] = set()  # (magic, codec) of the compressed legacy wrappers compared
 
 
 def _tasks(roots: list[Path]) -> list[dict]:
@@ -93,7 +94,8 @@ def _tasks_of(groups, *flags) -> list[dict]:
     return [t for f, ts in groups.items() if f == flags for t in ts]
 
 
-def _check_batches(task: dict, theirs: list[dict]) -> list[dict]:
+def _check_batches(task: dict, theirs: list[dict], deep: bool = True) -> list[dict]:
+    """Our batch rows against the tool's batch lines (``deep``: and the records it printed under them)."""
     ours = _ours("batches", task)
     assert len(ours) == len(theirs), f"{task['path']}: {len(ours)} batches vs the tool's {len(theirs)}"
     for o, t in zip(ours, theirs):
@@ -115,6 +117,16 @@ def _check_batches(task: dict, theirs: list[dict]) -> list[dict]:
         want = {k: t.get(k) for k in got}
         assert got == want, f"{where}: ours {got} vs tool {want}"
         COUNTS["batches"] += 1
+        if o["magic"] < 2 and deep:
+            # the tool prints a legacy entry's last offset only; its first offset (baseOffset(): the
+            # first inner message's of a compressed wrapper), count and first timestamp are its records'
+            recs = t["records"]
+            assert recs and (o["base_offset"], o["record_count"], o["base_timestamp"]) == (
+                recs[0]["offset"], len(recs), recs[0]["ts"]), f"{where}: ours {o} vs tool {recs[:3]}"
+            COUNTS["legacy entries"] += 1
+            if o["compression"] != "none":
+                COUNTS["legacy compressed wrappers"] += 1
+                LEGACY_WRAPPERS.add((o["magic"], o["compression"]))
         if o["is_control"] and o["control_type"] in ("COMMIT", "ABORT"):
             rec = t["records"][0]
             assert (o["control_type"], o["coordinator_epoch"]) == (rec["endTxnMarker"], rec["coordinatorEpoch"]), where
@@ -130,20 +142,53 @@ def test_batch_headers_and_records_match_dump_tool(dumped):
         d = theirs[task["path"]]
         assert not d.other, f"unparsed dump lines for {task['path']}: {d.other[:3]}"
         _check_batches(task, d.batches)
-        # every data record: offset, timestamp, key/value sizes, sequence, header keys
-        expected = [r for b in d.batches if not b.get("isControl") and b.get("magic") == 2 for r in b["records"]]
-        with open(task["path"], "rb") as f:
-            got = [rec for item in segments.iter_data_records(f, task["size"]) if isinstance(item, tuple)
-                   for rec in [item[1]]]
-        assert len(got) == len(expected), task["path"]
-        for rec, t in zip(got, expected):
-            mine = (rec.offset, rec.timestamp, -1 if rec.key is None else len(rec.key),
-                    -1 if rec.value is None else len(rec.value), rec.sequence,
-                    ",".join(k for k, _ in rec.headers))
-            want = (t["offset"], t["ts"], t["keySize"], t["valueSize"], t["sequence"], t["headerKeys"] or "")
-            assert mine == want, f"{task['path']} offset {rec.offset}: {mine} vs {want}"
-        COUNTS["records"] += len(got)
+        _check_records(task, d.batches)
         COUNTS["segment files"] += 1
+
+
+def _check_records(task: dict, batches: list[dict]) -> None:
+    """Every data record (what ``dump --records`` writes): offset, timestamp, key/value sizes,
+    sequence, header keys; a legacy entry's records (no sequence, no headers) included."""
+    expected = [r for b in batches if not b.get("isControl") for r in b["records"]]
+    with open(task["path"], "rb") as f:
+        got = [rec for item in segments.iter_data_records(f, task["size"]) if isinstance(item, tuple)
+               for rec in [item[1]]]
+    assert len(got) == len(expected), task["path"]
+    for rec, t in zip(got, expected):
+        mine = (rec.offset, rec.timestamp, -1 if rec.key is None else len(rec.key),
+                -1 if rec.value is None else len(rec.value), rec.sequence,
+                ",".join(k for k, _ in rec.headers))
+        legacy = t["sequence"] is None  # the tool prints neither for magic 0/1
+        want = (t["offset"], t["ts"], t["keySize"], t["valueSize"], -1 if legacy else t["sequence"], t["headerKeys"] or "")
+        assert mine == want, f"{task['path']} offset {rec.offset}: {mine} vs {want}"
+        COUNTS["legacy records" if legacy else "records"] += 1
+
+
+LEGACY_CAPTURE = SAMPLE_LOGS / "legacy-message-formats"
+
+
+def test_legacy_capture_headers_and_deep_iteration_match_dump_tool():
+    """The ZooKeeper-mode capture in message formats 0 and 1 on its own (fast): batch lines of a
+    shallow dump, then batch lines and records of a --deep-iteration dump, per entry."""
+    tasks = [t for t in _tasks([LEGACY_CAPTURE]) if t["kind"] == "segment"]
+    assert len(tasks) >= 9
+    paths = [Path(t["path"]) for t in tasks]
+    shallow, deep = parse(run_dump(paths)), parse(run_dump(paths, "--deep-iteration"))
+    counted = COUNTS.copy()  # the corpus-wide tests count these files: the figures stay theirs
+    wrappers = Counter()
+    try:
+        for task in tasks:
+            assert not shallow[task["path"]].other and not deep[task["path"]].other
+            _check_batches(task, shallow[task["path"]].batches, deep=False)
+            for o in _check_batches(task, deep[task["path"]].batches):
+                assert o["magic"] in (0, 1)
+                wrappers[(o["magic"], o["compression"])] += 1
+            _check_records(task, deep[task["path"]].batches)
+        print("\nlegacy capture:", {k: v - counted.get(k, 0) for k, v in COUNTS.items() if v != counted.get(k)})
+    finally:
+        COUNTS.clear()
+        COUNTS.update(counted)
+    assert {k for k in wrappers if k[1] != "none"} == {(m, c) for m in (0, 1) for c in ("gzip", "snappy", "lz4")}
 
 
 def test_transaction_log_matches_dump_tool(dumped):
@@ -268,6 +313,8 @@ def test_producer_snapshots_indexes_and_txnindex_match_dump_tool(dumped):
 def test_zz_print_parity_figures():
     """Runs last in this module: the figures for the issue note."""
     assert COUNTS["batches"] > 100_000 and COUNTS["records"] > 100_000
+    # sample_logs/legacy-message-formats: every codec of that era in both legacy formats
+    assert LEGACY_WRAPPERS == {(m, c) for m in (0, 1) for c in ("gzip", "snappy", "lz4")}, LEGACY_WRAPPERS
     (PROJECT / "build").mkdir(exist_ok=True)
     (PROJECT / "build" / "parity.json").write_text(json.dumps(dict(COUNTS), indent=2))
     print("\nDumpLogSegments parity:", dict(COUNTS))

@@ -5,7 +5,8 @@ Batch lines come from the columnar header decoder
 CRC-32C vectorised) and are formatted vectorised
 (:mod:`auditor.formats.jsonl_columns`), a chunk of at most 65,536 batches at a
 time, so memory stays bounded whatever the file size. Only control batches
-(their marker is decoded) and problems cost Python work per batch.
+(their marker is decoded), legacy entries (a compressed wrapper is inflated to
+count its records) and problems cost Python work per batch.
 
 Record lines (``--records``) stream per chunk of batches: each batch's records
 are decoded by :func:`auditor.formats.records.iter_records` (the decoder every
@@ -25,7 +26,7 @@ import numpy as np
 
 from auditor.errors import DecodeError
 from auditor.formats import jsonl_columns as jc
-from auditor.formats.batch import V2_HEADER, LogProblem
+from auditor.formats.batch import V2_HEADER, BatchHeader, LogProblem
 from auditor.formats.batch_columnar import CODEC_NAMES, COLUMN_NAMES, TS_TYPE_NAMES, _Decoder, iter_header_columns
 
 _CODEC_TOKENS = [jc.token(n) for n in CODEC_NAMES]
@@ -49,16 +50,17 @@ def _problem(task: dict, kind: str, position: int, message: str) -> dict:
 
 
 class _Header:
-    """What :func:`auditor.formats.records.iter_records` and ``read_payload``
-    read of a v2 batch header, for one row of the columns."""
+    """What :func:`auditor.formats.records.iter_records`, ``read_payload`` and
+    ``segments.legacy_problem`` read of a batch header, for one row of the columns."""
 
-    __slots__ = ("position", "size", "base_offset", "magic", "attributes", "record_count", "timestamp_type",
-                 "base_timestamp", "max_timestamp", "base_sequence")
+    __slots__ = ("position", "size", "base_offset", "last_offset", "magic", "attributes", "record_count",
+                 "timestamp_type", "base_timestamp", "max_timestamp", "base_sequence")
 
     def __init__(self, cols: dict, i: int) -> None:
         self.position = int(cols["position"][i])
         self.size = int(cols["size"][i])
         self.base_offset = int(cols["base_offset"][i])
+        self.last_offset = int(cols["last_offset"][i])
         self.magic = int(cols["magic"][i])
         self.attributes = int(cols["attributes"][i])
         self.record_count = int(cols["record_count"][i])
@@ -67,13 +69,8 @@ class _Header:
         self.max_timestamp = int(cols["max_timestamp"][i])
         self.base_sequence = int(cols["base_sequence"][i])
 
-    @property
-    def codec(self) -> int:
-        return self.attributes & 0x07
-
-    @property
-    def payload_position(self) -> int:
-        return self.position + V2_HEADER
+    codec = BatchHeader.codec
+    payload_position = BatchHeader.payload_position
 
 
 def _payload(f: BinaryIO, h: _Header) -> bytes:
@@ -242,17 +239,22 @@ def _batch_parts(cols: dict, f: BinaryIO, task: dict, problems: list[dict]) -> l
     n = len(cols["position"])
     bad = np.flatnonzero(~cols["crc_valid"])
     ctl = np.flatnonzero(cols["is_control"] & (cols["magic"] == 2) & (cols["record_count"] > 0))
+    lost = np.flatnonzero((cols["magic"] < 2) & (cols["record_count"] < 0))  # legacy wrappers, records unreadable
     ctype: list = [None] * n if len(ctl) else []
     cepoch = np.zeros(n, np.int64) if len(ctl) else None
     cnull = np.ones(n, bool) if len(ctl) else None
-    if len(bad) or len(ctl):
+    if len(bad) or len(ctl) or len(lost):
         from auditor.formats.records import decode_control, iter_records
+        from auditor.ingest.segments import legacy_problem
 
-        for i in sorted(set(bad.tolist()) | set(ctl.tolist())):
+        for i in sorted(set(bad.tolist()) | set(ctl.tolist()) | set(lost.tolist())):
             if not cols["crc_valid"][i]:
                 problems.append(_problem(task, "bad-crc", int(cols["position"][i]) + 17,
                                          f"batch at offset {int(cols['base_offset'][i])}: stored CRC "
                                          f"{int(cols['crc'][i])} does not match its bytes"))
+            if cols["magic"][i] < 2 and cols["record_count"][i] < 0:
+                p = legacy_problem(f, _Header(cols, i))  # type: ignore[arg-type]
+                problems.append(_problem(task, p.kind, p.position, p.message))
             if cepoch is None or not (cols["is_control"][i] and cols["magic"][i] == 2 and cols["record_count"][i] > 0):
                 continue
             h = _Header(cols, i)
@@ -299,8 +301,9 @@ def _batch_parts(cols: dict, f: BinaryIO, task: dict, problems: list[dict]) -> l
 def write_records(task: dict, out: BinaryIO, flush_every: int = 16384) -> None:
     """Write the record lines of a segment / KRaft snapshot's data batches to
     ``out`` (what ``segments.iter_data_records`` yields: records of the v2
-    non-control batches, a batch whose records fail to decode contributes the
-    records before the failure). Problems are the batch pass's to report."""
+    non-control batches and of legacy entries, a batch whose records fail to
+    decode contributes the records before the failure). Problems are the batch
+    pass's to report."""
     from auditor.formats.records import iter_records
 
     try:
@@ -322,17 +325,18 @@ def write_records(task: dict, out: BinaryIO, flush_every: int = 16384) -> None:
                     break
                 if isinstance(item, LogProblem):
                     break
-                rows = np.flatnonzero((item["magic"] == 2) & ~item["is_control"])
+                # legacy wrappers whose records cannot be read contribute none (segments.iter_data_records)
+                rows = np.flatnonzero(~item["is_control"] & ((item["magic"] == 2) | (item["record_count"] >= 0)))
                 if not len(rows):
                     continue
                 fields = {k: item[k][rows].tolist() for k in (
-                    "position", "size", "base_offset", "attributes", "record_count", "ts_type", "base_timestamp",
-                    "max_timestamp", "base_sequence")}
+                    "position", "size", "base_offset", "magic", "attributes", "record_count", "ts_type",
+                    "base_timestamp", "max_timestamp", "base_sequence")}
                 fd = f.fileno()
                 for j, i in enumerate(rows.tolist()):
                     base_offset = fields["base_offset"][j]
                     n = fields["record_count"][j]
-                    if fields["attributes"][j] & 0x07 == 0 and 0 <= n and fields["size"][j] <= _LEAN_MAX:
+                    if fields["magic"][j] == 2 and fields["attributes"][j] & 0x07 == 0 and 0 <= n and fields["size"][j] <= _LEAN_MAX:
                         pos = fields["position"][j] + V2_HEADER
                         data = os.pread(fd, fields["size"][j] - V2_HEADER, pos)
                         log_append = fields["ts_type"][j] == 1

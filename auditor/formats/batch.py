@@ -3,7 +3,10 @@
 A segment is read entry by entry: 12 bytes of framing (offset, size), the magic
 byte at entry offset 16, then either a 61-byte v2 header or a v0/v1 message.
 Payloads are never held whole: the CRC-32C is computed over the batch in
-chunks, so a 1 GiB segment costs one chunk of memory, not 1 GiB.
+chunks, so a 1 GiB segment costs one chunk of memory, not 1 GiB. The one
+exception is a compressed legacy wrapper, whose first offset and record count
+only its inner messages tell (:func:`legacy_fields`): its payload is read and
+inflated, within ``MAX_PAYLOAD_BYTES`` and the codecs' inflate limit.
 
 Framing is lost after a corrupt length or unknown magic, so decoding stops
 there and a :class:`LogProblem` with the byte position is yielded last. A bad
@@ -16,11 +19,13 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass, asdict
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator
 
+from auditor.formats.binary import wrap64
 from auditor.formats.crc import crc32c
 
 from auditor.errors import DecodeError, TruncatedError
+from auditor.formats import legacy
 from auditor.formats.codecs import codec_name
 
 LOG_OVERHEAD = 12
@@ -41,11 +46,6 @@ _V2 = struct.Struct(">qiibIhiqqqhii")  # base..records_count (61 bytes)
 _LEGACY = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 
 
-def _wrap64(v: int) -> int:
-    """Java long arithmetic: a corrupt header must not produce an int outside int64."""
-    return (v + 2**63) % 2**64 - 2**63
-
-
 def increment_sequence(seq: int, inc: int) -> int:
     """Kafka's DefaultRecordBatch.incrementSequence: wraps past Integer.MAX_VALUE to 0."""
     if seq < 0:
@@ -57,8 +57,11 @@ def increment_sequence(seq: int, inc: int) -> int:
 
 @dataclass(slots=True)
 class BatchHeader:
-    """One entry of a segment. For legacy (magic 0/1) entries only framing, crc,
-    attributes and timestamp are meaningful; producer fields stay -1."""
+    """One entry of a segment. A legacy (magic 0/1) entry reads as Kafka reads it
+    (:func:`legacy_fields`): ``last_offset`` is the entry's offset, ``base_offset``,
+    ``record_count`` and ``base_timestamp`` those of its first record (a compressed
+    wrapper's inner messages), ``max_timestamp`` the entry's own; producer fields stay -1
+    and ``last_offset_delta`` 0 (none is stored)."""
 
     position: int
     size: int  # whole entry, framing included
@@ -209,7 +212,7 @@ def _v2(f: BinaryIO, pos: int, head: bytes, entry: int, verify_crc: bool) -> Bat
         position=pos,
         size=entry,
         base_offset=base,
-        last_offset=_wrap64(base + lod),
+        last_offset=wrap64(base + lod),
         last_offset_delta=lod,
         partition_leader_epoch=ple,
         magic=magic,
@@ -251,10 +254,12 @@ def _legacy(f: BinaryIO, pos: int, head: bytes, entry: int, verify_crc: bool) ->
         valid = value == crc
     attrs &= 0xFF
     ts_type = "NoTimestampType" if magic == 0 else ("LogAppendTime" if attrs & 0x08 else "CreateTime")
+    base, count, base_ts = legacy_fields(offset, attrs, ts, entry - LOG_OVERHEAD,
+                                         lambda: _read_at(f, pos + LOG_OVERHEAD, entry - LOG_OVERHEAD))
     return BatchHeader(
         position=pos,
         size=entry,
-        base_offset=offset,
+        base_offset=base,
         last_offset=offset,
         last_offset_delta=0,
         partition_leader_epoch=-1,
@@ -267,19 +272,42 @@ def _legacy(f: BinaryIO, pos: int, head: bytes, entry: int, verify_crc: bool) ->
         is_transactional=False,
         is_control=False,
         has_delete_horizon=False,
-        base_timestamp=ts,
+        base_timestamp=base_ts,
         max_timestamp=ts,
         delete_horizon_ms=None,
         producer_id=NO_PRODUCER_ID,
         producer_epoch=-1,
         base_sequence=-1,
         last_sequence=-1,
-        record_count=1,
+        record_count=count,
     )
 
 
+def _read_at(f: BinaryIO, pos: int, n: int) -> bytes:
+    f.seek(pos)
+    return f.read(n)
+
+
+def legacy_fields(offset: int, attrs: int, timestamp: int, n: int, read: Callable[[], bytes]) -> tuple[int, int, int]:
+    """(base_offset, record_count, base_timestamp) of the legacy entry at ``offset`` as Kafka
+    reads it (:mod:`auditor.formats.legacy`): an uncompressed entry is one record; a compressed
+    wrapper's first offset, count and first timestamp are its inner messages'. ``read()``
+    gives the ``n`` bytes after the framing, called for a wrapper of at most
+    ``MAX_PAYLOAD_BYTES`` only. A wrapper whose inner messages cannot be read keeps its own
+    offset and timestamp with record_count -1 (``segments.legacy_problem`` says why)."""
+    if not attrs & 0x07:
+        return offset, 1, timestamp
+    if n > MAX_PAYLOAD_BYTES:
+        return offset, -1, timestamp
+    try:
+        return legacy.summary(offset, read())
+    except DecodeError:
+        return offset, -1, timestamp
+
+
 def read_payload(f: BinaryIO, header: BatchHeader, *, limit: int = MAX_PAYLOAD_BYTES) -> bytes:
-    """The (possibly compressed) bytes after the header of one v2 batch.
+    """The (possibly compressed) bytes after the header of one v2 batch (of a legacy
+    entry: the message after the framing).
 
     The length comes from the batch's own length field, which a corrupt or
     hostile segment sets to anything up to 2 GiB: a payload larger than

@@ -66,6 +66,7 @@ from auditor.formats.batch import (
     MIN_ENTRY_SIZE,
     V2_HEADER,
     LogProblem,
+    legacy_fields,
 )
 from auditor.formats.codecs import codec_name
 
@@ -462,12 +463,15 @@ class _Decoder:
         return "problem", LogProblem("unknown-magic", pos + 16, f"unknown magic byte {magic}")
 
     def _legacy(self, pos: int, entry: int) -> tuple:
-        """(position, size, offset, magic, crc, crc_valid, attributes, timestamp) of a v0/v1 entry."""
+        """(position, size, offset, magic, crc, crc_valid, attributes, timestamp, base offset,
+        record count, base timestamp) of a v0/v1 entry (the last three: ``legacy_fields``)."""
         offset, _size, crc, magic, attrs = _LEGACY.unpack_from(self.buf, pos)
         # entry >= 26 (size >= 14), so a v1 timestamp at +18 is always inside the entry
         ts = _INT64.unpack_from(self.buf, pos + 18)[0] if magic == 1 else -1
         valid = zlib.crc32(self.view[pos + 16:pos + entry]) == crc if self.verify_crc else True
-        return (pos, entry, offset, magic, crc, valid, attrs & 0xFF, ts)
+        base, count, base_ts = legacy_fields(offset, attrs, ts, entry - LOG_OVERHEAD,
+                                             lambda: bytes(self.view[pos + LOG_OVERHEAD:pos + entry]))
+        return (pos, entry, offset, magic, crc, valid, attrs & 0xFF, ts, base, count, base_ts)
 
     def _all_zero(self, pos: int, stop: int) -> bool:
         u8 = np.frombuffer(self.view, dtype=np.uint8)
@@ -613,11 +617,12 @@ def _merge_legacy(cols: dict[str, np.ndarray], n: int, legacy: list[tuple[int, t
     rows = np.array([i for i, _ in legacy], dtype=np.int64)
     is_v2 = np.ones(n, dtype=bool)
     is_v2[rows] = False
-    pos, entry, offset, magic, crc, valid, attrs, ts = (np.array(c, dtype=np.int64) for c in zip(*(v for _, v in legacy)))
+    pos, entry, offset, magic, crc, valid, attrs, ts, base, count, base_ts = (
+        np.array(c, dtype=np.int64) for c in zip(*(v for _, v in legacy)))
     legacy_values: dict[str, object] = {
         "position": pos,
         "size": entry,
-        "base_offset": offset,
+        "base_offset": base,
         "last_offset": offset,
         "last_offset_delta": 0,
         "partition_leader_epoch": -1,
@@ -630,13 +635,13 @@ def _merge_legacy(cols: dict[str, np.ndarray], n: int, legacy: list[tuple[int, t
         "is_transactional": False,
         "is_control": False,
         "has_delete_horizon": False,
-        "base_timestamp": ts,
+        "base_timestamp": base_ts,
         "max_timestamp": ts,
         "producer_id": -1,
         "producer_epoch": -1,
         "base_sequence": -1,
         "last_sequence": -1,
-        "record_count": 1,
+        "record_count": count,
     }
     out: dict[str, np.ndarray] = {}
     for name, v2 in cols.items():

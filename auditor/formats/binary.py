@@ -159,5 +159,10 @@ def kafka_str_to_uuid_hex(s: str) -> str:
     return _uuid.UUID(bytes=base64.urlsafe_b64decode(s + pad)).hex
 
 
+def wrap64(v: int) -> int:
+    """Java long arithmetic: a corrupt header or delta must not give an int outside int64."""
+    return (v + 2**63) % 2**64 - 2**63
+
+
 def zigzag_encode(v: int) -> int:
     return (v << 1) ^ (v >> 63)

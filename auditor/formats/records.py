@@ -1,4 +1,4 @@
-"""Records inside a v2 batch, and control records (transaction markers, KRaft).
+"""Records inside a v2 batch or a legacy entry, and control records (transaction markers, KRaft).
 
 Record iteration is what the internal topics need: ``__transaction_state``,
 ``__consumer_offsets`` and ``__cluster_metadata`` keep their state in record
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from auditor.errors import DecodeError
+from auditor.formats import legacy
 from auditor.formats.batch import BatchHeader, increment_sequence
 from auditor.formats.binary import Reader
 from auditor.formats.codecs import DEFAULT_INFLATE_LIMIT, decompress
@@ -47,11 +48,17 @@ class ControlRecord:
 def iter_records(
     header: BatchHeader, payload: bytes, *, limit: int = DEFAULT_INFLATE_LIMIT
 ) -> Iterator[Record]:
-    """Yield the records of a v2 batch. Errors carry absolute file positions
-    when the position lies in the uncompressed payload, else the payload start."""
-    if header.magic != 2:
-        raise DecodeError("record iteration is only defined for magic 2 batches", header.position + 16, "unknown-magic")
+    """Yield the records of a v2 batch, or of a legacy entry (``payload`` is then the message
+    after its framing: the entry itself, or a compressed wrapper's inner messages; no sequence,
+    no headers). Errors carry absolute file positions when the position lies in the
+    uncompressed payload, else the payload start (for a legacy wrapper: its value's start)."""
     base = header.payload_position
+    if header.magic in (0, 1):
+        yield from _legacy_records(header, payload, limit)
+        return
+    if header.magic != 2:
+        raise DecodeError(f"record iteration is not defined for magic {header.magic}", header.position + 16,
+                          "unknown-magic")
     try:
         data = decompress(header.codec, payload, limit=limit, magic=header.magic)
     except DecodeError as exc:
@@ -72,6 +79,15 @@ def iter_records(
     if r.remaining():
         where = base if compressed else base + r.pos
         raise DecodeError(f"{r.remaining()} bytes left after {count} records", where, "corrupt")
+
+
+def _legacy_records(header: BatchHeader, payload: bytes, limit: int) -> Iterator[Record]:
+    try:
+        for offset, ts, key, value in legacy.iter_entry(header.last_offset, payload, limit=limit):
+            yield Record(offset, offset - header.base_offset, ts, -1, None if key is None else bytes(key),
+                         None if value is None else bytes(value), [])
+    except DecodeError as exc:
+        raise exc.at(header.payload_position) from None
 
 
 def _record(r: Reader, header: BatchHeader) -> Record:

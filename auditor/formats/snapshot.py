@@ -27,6 +27,7 @@ import re
 import struct
 from typing import BinaryIO, Iterator
 
+from auditor.formats.binary import wrap64
 from auditor.formats.crc import crc32c
 import pyarrow as pa
 
@@ -94,11 +95,6 @@ def decrement_sequence(seq: int, dec: int) -> int:
     else:
         value = seq - dec
     return ((value + 2**31) % 2**32) - 2**31
-
-
-def _wrap64(value: int) -> int:
-    """Java long arithmetic, so a garbage delta cannot leave the int64 column range."""
-    return ((value + 2**63) % 2**64) - 2**63
 
 
 def _crc_from(f: BinaryIO, start: int, end: int) -> int:
@@ -207,7 +203,7 @@ def iter_snapshot(
                 "first_sequence": decrement_sequence(last_seq, delta) if last_seq >= 0 else -1,
                 "last_offset": last_off,
                 "offset_delta": delta,
-                "first_offset": _wrap64(last_off - delta) if last_off >= 0 else -1,
+                "first_offset": wrap64(last_off - delta) if last_off >= 0 else -1,
                 "last_timestamp": ts,
                 "coordinator_epoch": coord_epoch,
                 "current_txn_first_offset": None if txn_first == -1 else txn_first,

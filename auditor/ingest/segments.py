@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import BinaryIO, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from auditor.errors import DecodeError
 from auditor.formats.batch import BatchHeader, LogProblem, iter_segment, read_payload
@@ -54,6 +55,8 @@ def iter_batches(
         extra = {"control_type": None, "coordinator_epoch": None}
         if not e.crc_valid:
             yield Problem("bad-crc", e.position + 17, f"batch at offset {e.base_offset}: stored CRC {e.crc} does not match its bytes", fatal=False)
+        if e.magic < 2 and e.record_count < 0:
+            yield legacy_problem(f, e)
         if with_control and e.is_control and e.magic == 2 and e.record_count > 0:
             try:
                 first = next(iter_records(e, read_payload(f, e)))
@@ -84,14 +87,17 @@ def iter_batches_columnar(
         cepoch: list = [None] * n
         bad = item.column("crc_valid").to_pylist()
         ctl = item.column("is_control").to_pylist()
+        lost = pc.less(item.column("record_count"), 0).to_pylist()  # legacy wrappers whose records cannot be read
         rows = None
         for i in range(n):
-            if not bad[i] or ctl[i]:
+            if not bad[i] or ctl[i] or lost[i]:
                 if rows is None:
                     rows = item.to_pylist()
                 h = BatchHeader(**rows[i])
                 if not bad[i]:
                     yield Problem("bad-crc", h.position + 17, f"batch at offset {h.base_offset}: stored CRC {h.crc} does not match its bytes", fatal=False)
+                if h.magic < 2 and h.record_count < 0:
+                    yield legacy_problem(f, h)
                 if ctl[i] and h.magic == 2 and h.record_count > 0:
                     try:
                         first = next(iter_records(h, read_payload(f, h)))
@@ -108,6 +114,19 @@ def iter_batches_columnar(
             "source", pa.array([source] * n, pa.string()))
 
 
+def legacy_problem(f: BinaryIO, h: BatchHeader) -> Problem:
+    """Why a legacy wrapper's records cannot be read (its ``record_count`` is -1): a non-fatal
+    problem, as in Kafka, whose log loading reads wrappers, not their inner messages."""
+    try:
+        for _ in iter_records(h, read_payload(f, h)):
+            pass
+    except DecodeError as exc:
+        return Problem(exc.kind, exc.position if exc.position >= 0 else h.position,
+                       f"legacy wrapper at offset {h.last_offset}: {exc.message}", fatal=False)
+    return Problem("corrupt", h.position, f"legacy wrapper at offset {h.last_offset}: records changed while read",
+                   fatal=False)
+
+
 def batch_row(h: BatchHeader, extra: dict, segment_base: int | None, source: str) -> dict:
     row = h.as_row()
     row.update(extra)
@@ -119,13 +138,13 @@ def batch_row(h: BatchHeader, extra: dict, segment_base: int | None, source: str
 def iter_data_records(
     f: BinaryIO, file_size: int, start: int = 0, end: int | None = None
 ) -> Iterator[tuple[BatchHeader, Record] | Problem]:
-    """Records of the non-control batches (what internal-topic decoders read)."""
+    """Records of the non-control batches and legacy entries (what internal-topic decoders read)."""
     for item in iter_batches(f, file_size, start, end, with_control=False):
         if isinstance(item, Problem):
             yield item
             continue
         h, _ = item
-        if h.magic != 2 or h.is_control:
+        if h.is_control or (h.magic < 2 and h.record_count < 0):  # a legacy wrapper whose records cannot be read: reported above
             continue
         try:
             for rec in iter_records(h, read_payload(f, h)):

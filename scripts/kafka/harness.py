@@ -1,5 +1,7 @@
 """Run real Apache Kafka brokers (KRaft, combined broker+controller nodes) for tests: one node
-(:class:`KafkaBroker`) or a small cluster of them with a shared controller quorum (:class:`KafkaCluster`).
+(:class:`KafkaBroker`) or a small cluster of them with a shared controller quorum (:class:`KafkaCluster`);
+for Kafka 3.x also one ZooKeeper-mode broker with its own standalone ZooKeeper
+(``KafkaBroker(..., zookeeper=True)``, :class:`ZooKeeper`), the mode that still writes message formats 0/1.
 
 Why this exists: the auditor's ground truth must come from the real thing. This module starts
 Kafka's own server classes (``kafka.Kafka``) from the jars that ``scripts/kafka/fetch.sh`` resolves
@@ -25,6 +27,9 @@ Usage::
     with KafkaBroker("4.3.1", workdir) as broker:     # start() on enter, stop() on exit
         broker.bootstrap                               # "127.0.0.1:<port>"
         broker.log_dir                                 # <workdir>/data
+    with KafkaBroker("3.5.2", workdir, {"inter.broker.protocol.version": "2.8",
+                     "log.message.format.version": "2.8"}, zookeeper=True) as broker:  # ZooKeeper mode
+        ...
     with KafkaCluster("4.3.1", workdir, 3) as cluster: # nodes 1-3, each broker+controller, 3 voters
         cluster.bootstrap                              # "127.0.0.1:<p1>,127.0.0.1:<p2>,127.0.0.1:<p3>"
         cluster.nodes[2].kill(); cluster.nodes[2].start()   # SIGKILL one node, bring it back
@@ -37,6 +42,7 @@ import atexit
 import base64
 import ctypes
 import hashlib
+import json
 import os
 import signal
 import socket
@@ -86,6 +92,29 @@ def classpath(version: str) -> str:
     """
     jars = sorted(p for p in libs_dir(version).glob("*.jar") if not p.name.startswith("slf4j-reload4j"))
     return os.pathsep.join(str(p) for p in jars)
+
+
+def java_command(version: str, main: str, *args: str, heap: str = "512m", log_level: str = "info") -> list[str]:
+    """``java`` running ``main`` from the jars of ``version`` (SLF4J simple logger at ``log_level``)."""
+    return [
+        "java",
+        f"-Xmx{heap}",
+        "-Xms64m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-Djava.awt.headless=true",
+        f"-Dorg.slf4j.simpleLogger.defaultLogLevel={log_level}",
+        "-Dorg.slf4j.simpleLogger.showDateTime=true",
+        "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+        "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients=warn",
+        "-Dorg.slf4j.simpleLogger.log.kafka.utils.Log4jControllerRegistration$=warn",
+        "-Dlog4j.configuration=file:" + str(Path(__file__).resolve().parent / "log4j" / "log4j.properties"),
+        "-Dlog4j2.configurationFile=" + str(Path(__file__).resolve().parent / "log4j" / "log4j2.properties"),
+        "-cp",
+        classpath(version),
+        main,
+        *args,
+    ]
 
 
 def cluster_id_for(name: str) -> str:
@@ -165,6 +194,107 @@ class _Running:
             self.kill()
 
 
+class ZooKeeper(_Running):
+    """A standalone ZooKeeper server for a ZooKeeper-mode broker (Kafka 3.x and older):
+    ``org.apache.zookeeper.server.ZooKeeperServerMain`` from the ``zookeeper`` jar that Kafka's own
+    pom depends on (3.6.4 for Kafka 3.5.2, resolved with the broker's jars), on 127.0.0.1 with a
+    free port, data in ``workdir/data``, output in ``workdir/zookeeper.out``, no admin server.
+    Ready once it answers the ``srvr`` four-letter word (the one ZooKeeper allows by default)."""
+
+    def __init__(self, version: str, workdir: str | os.PathLike, *, heap: str = "128m",
+                 start_timeout: float = 60.0) -> None:
+        self.version = version
+        self.workdir = Path(workdir).absolute()
+        self.heap = heap
+        self.start_timeout = start_timeout
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self._out = None
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def out_file(self) -> Path:
+        return self.workdir / "zookeeper.out"
+
+    def start(self) -> "ZooKeeper":
+        if self.running:
+            return self
+        (self.workdir / "data").mkdir(parents=True, exist_ok=True)
+        cfg = self.workdir / "zoo.cfg"
+        cfg.write_text(f"dataDir={self.workdir / 'data'}\nclientPort={self.port}\nclientPortAddress=127.0.0.1\n"
+                       "tickTime=2000\nmaxClientCnxns=0\nadmin.enableServer=false\n")
+        self._out = open(self.out_file, "ab")
+        self.proc = subprocess.Popen(
+            java_command(self.version, "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg), heap=self.heap,
+                         log_level="warn"),
+            stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
+            preexec_fn=_pdeathsig)
+        _LIVE.add(self)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BrokerError(f"ZooKeeper exited with {self.proc.returncode} during start:\n{self.log_tail()}")
+            try:
+                if self.four_letter_word("srvr").startswith("Zookeeper version"):
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.kill()
+        raise BrokerError(f"ZooKeeper not ready on {self.connect} after {self.start_timeout:.0f}s:\n{self.log_tail()}")
+
+    def four_letter_word(self, word: str) -> str:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=2.0) as s:
+            s.sendall(word.encode())
+            out = bytearray()
+            while chunk := s.recv(4096):
+                out += chunk
+        return out.decode(errors="replace")
+
+    def create(self, path: str, data: str = "") -> None:
+        """Create znode ``path`` holding ``data`` with ZooKeeper's own CLI (``ZooKeeperMain``)."""
+        cmd = java_command(self.version, "org.apache.zookeeper.ZooKeeperMain", "-server", self.connect, "create", path,
+                           *([data] if data else []), heap="128m", log_level="warn")
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        if r.returncode != 0 or "Created " + path not in r.stdout + r.stderr:
+            raise BrokerError(f"ZooKeeper create {path} failed ({r.returncode}):\n{(r.stdout + r.stderr)[-2000:]}")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self._close()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        self._close()
+
+    def _close(self) -> None:
+        _LIVE.discard(self)
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.out_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no ZooKeeper output)"
+
+
 class KafkaBroker(_Running):
     """One KRaft node (``process.roles=broker,controller``, ``node.id=1`` unless told) in ``workdir``.
 
@@ -177,6 +307,14 @@ class KafkaBroker(_Running):
     ``quorum_voters``, the ports and ``min_brokers`` (how many brokers a Metadata answer must list
     before the node counts as started) are set by :class:`KafkaCluster`; the defaults are a
     self-contained single node.
+
+    ``zookeeper=True`` (Kafka 3.x only) runs the broker in ZooKeeper mode instead: ``broker.id``
+    ``node_id``, no controller quorum and no ``kafka-storage format`` (the broker writes its
+    version-0 ``meta.properties`` itself), against its own :class:`ZooKeeper` in
+    ``workdir/zookeeper`` that is started before the broker and stopped after it. The cluster id
+    is put into ZooKeeper (``/cluster/id``) before the first start, so it is ``cluster_id`` as in
+    KRaft mode. The only mode that honours ``inter.broker.protocol.version`` below 3.0, and with it
+    the topic config ``message.format.version`` (message formats 0 and 1).
     """
 
     def __init__(
@@ -196,9 +334,11 @@ class KafkaBroker(_Running):
         port: int | None = None,
         controller_port: int | None = None,
         min_brokers: int = 1,
+        zookeeper: bool = False,
     ) -> None:
         self.version = version
         self.node_id = node_id
+        self.zookeeper = ZooKeeper(version, Path(workdir).absolute() / "zookeeper") if zookeeper else None
         self.min_brokers = min_brokers
         self.workdir = Path(workdir).absolute()
         self.overrides = dict(overrides or {})
@@ -247,15 +387,25 @@ class KafkaBroker(_Running):
 
     def server_properties(self) -> dict[str, str]:
         """The generated configuration (before ``overrides``), with the reason for each non-default."""
-        props: dict[str, object] = {
-            "process.roles": "broker,controller",
-            "node.id": self.node_id,
-            "controller.quorum.voters": self.quorum_voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        if self.zookeeper is not None:
+            props: dict[str, object] = {
+                "broker.id": self.node_id,
+                "zookeeper.connect": self.zookeeper.connect,
+                "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            }
+        else:
+            props = {
+                "process.roles": "broker,controller",
+                "node.id": self.node_id,
+                "controller.quorum.voters": self.quorum_voters,
+                "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                "controller.listener.names": "CONTROLLER",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            }
+        props.update({
             "log.dirs": str(self.log_dir),
             # one node: every replicated internal topic must be satisfied by a single replica
             "offsets.topic.replication.factor": 1,
@@ -279,7 +429,7 @@ class KafkaBroker(_Running):
             "log.cleaner.threads": 1,
             "log.cleaner.dedupe.buffer.size": 2 * 1024 * 1024,
             "controlled.shutdown.enable": "true",
-        }
+        })
         return {k: str(v) for k, v in props.items()}
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -291,30 +441,20 @@ class KafkaBroker(_Running):
         lines += [f"{k}={v}" for k, v in props.items()]
         self.properties_file.write_text("\n".join(lines) + "\n")
 
-    def _java(self, main: str, *args: str, log_file: Path | None = None) -> list[str]:
-        cmd = [
-            "java",
-            f"-Xmx{self.heap}",
-            "-Xms64m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-Djava.awt.headless=true",
-            f"-Dorg.slf4j.simpleLogger.defaultLogLevel={self.log_level}",
-            "-Dorg.slf4j.simpleLogger.showDateTime=true",
-            "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
-            "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients=warn",
-            "-Dorg.slf4j.simpleLogger.log.kafka.utils.Log4jControllerRegistration$=warn",
-            "-Dlog4j.configuration=file:" + str(Path(__file__).resolve().parent / "log4j" / "log4j.properties"),
-            "-Dlog4j2.configurationFile=" + str(Path(__file__).resolve().parent / "log4j" / "log4j2.properties"),
-            "-cp",
-            classpath(self.version),
-            main,
-            *args,
-        ]
-        return cmd
+    def _java(self, main: str, *args: str) -> list[str]:
+        return java_command(self.version, main, *args, heap=self.heap, log_level=self.log_level)
 
     def format(self) -> None:
-        """``kafka-storage format`` (``kafka.tools.StorageTool`` in both 3.5 and 4.x) unless done."""
+        """``kafka-storage format`` (``kafka.tools.StorageTool`` in both 3.5 and 4.x) unless done;
+        in ZooKeeper mode: the cluster id into a fresh ZooKeeper."""
+        if self.zookeeper is not None:
+            self.zookeeper.start()
+            if not (self.zookeeper.workdir / "cluster-id-set").exists():
+                self.zookeeper.create("/cluster")
+                self.zookeeper.create("/cluster/id", json.dumps({"version": "1", "id": self.cluster_id},
+                                                                separators=(",", ":")))
+                (self.zookeeper.workdir / "cluster-id-set").write_text(self.cluster_id + "\n")
+            return
         if (self.log_dir / "meta.properties").exists():
             return
         self._write_properties()
@@ -427,13 +567,18 @@ class KafkaBroker(_Running):
         if self._out is not None:
             self._out.close()
             self._out = None
+        if self.zookeeper is not None:  # the broker is gone: its ZooKeeper goes too
+            self.zookeeper.stop()
 
     def log_tail(self, lines: int = 60) -> str:
         try:
             text = self.out_file.read_text(errors="replace").splitlines()
         except OSError:
             return "(no broker output)"
-        return "\n".join(text[-lines:])
+        tail = text[-lines:]
+        if self.zookeeper is not None:
+            tail += ["--- zookeeper ---", *self.zookeeper.log_tail(lines // 3).splitlines()]
+        return "\n".join(tail)
 
 
     def __del__(self) -> None:  # last resort; atexit normally handles it
@@ -595,8 +740,6 @@ class JavaProducer:
 
     def __init__(self, version: str, config: Mapping[str, object], *, timeout: float = 60.0,
                  log_file: str | os.PathLike | None = None) -> None:
-        import json  # noqa: F401 - used in _call
-
         self.timeout = timeout
         self.config = dict(config)
         self.transactional_id = self.config.get("transactional.id")
@@ -612,7 +755,6 @@ class JavaProducer:
         self.state = self._read()
 
     def _read(self) -> dict:
-        import json
         import select
 
         assert self.proc.stdout is not None
