@@ -173,6 +173,32 @@ def test_coordinator_history_from_the_dump(hlw):
     assert table.exit_code == 0 and f"__transaction_state-{k}" in table.stdout and "metadata" in table.stdout
 
 
+@pytest.mark.spark
+def test_coordinator_and_tables_read_the_warehouse_delta_tables(spark, hlw, tmp_path):
+    """The batch job keeps the tables as Delta: ``coordinator`` and ``tables`` read their
+    current version. An older version's Parquet files stay in the same directory (until
+    VACUUM), so reading it as plain Parquet would count every row twice here."""
+    import pyarrow.dataset as ds
+
+    from auditor.engine.tablesource import arrow_dataset
+
+    wh = tmp_path / "tables"
+    for d in sorted(p for p in hlw.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        df = spark.read.parquet(str(d))
+        df.write.format("delta").save(str(wh / d.name))
+        df.write.format("delta").mode("overwrite").save(str(wh / d.name))  # version 1: the same rows again
+    plain = ds.dataset(str(wh / "transaction_log"), format="parquet").count_rows()
+    assert plain == 2 * arrow_dataset(wh, "transaction_log").count_rows() > 0
+    args = ["coordinator", "transfers-txn", "--format", "jsonl"]
+    from_delta = _jsonl(CliRunner().invoke(cli, [args[0], str(wh), *args[1:]]))
+    from_parquet = _jsonl(CliRunner().invoke(cli, [args[0], str(hlw), *args[1:]]))
+    assert from_delta == from_parquet and len(from_delta) > 3
+    tables = CliRunner().invoke(cli, ["tables", str(wh)])
+    assert tables.exit_code == 0, tables.output
+    rows = arrow_dataset(hlw, "transaction_log").count_rows()
+    assert re.search(rf"transaction_log\s*│\s*{rows}\b", tables.stdout), tables.stdout
+
+
 @pytest.fixture(scope="module")
 def hlw_events(hlw):
     res = CliRunner().invoke(cli, ["timeline", str(hlw), "--topic", HANG["topic"], "--partition",

@@ -65,18 +65,21 @@ def ingest_cmd(logdirs, out_dir, master, confs, tables, split_mb, quiet) -> None
 @click.argument("tables_dir", type=click.Path(exists=True, file_okay=False))
 def tables_cmd(tables_dir) -> None:
     """Summarise an ingested tables directory: rows per table, files by status."""
-    import pyarrow.dataset as ds
     import pyarrow.compute as pc
+
+    from auditor.engine.tablesource import arrow_dataset
 
     root = Path(tables_dir)
     t = Table(title=f"tables in {safe(root)}")
     t.add_column("table")
     t.add_column("rows", justify="right")
-    for d in sorted(p for p in root.iterdir() if p.is_dir()):
-        n = ds.dataset(str(d), format="parquet").count_rows()
-        t.add_row(safe(d.name), str(n))
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        t.add_row(safe(d.name), str(arrow_dataset(root, d.name).count_rows()))
     out.print(t)
-    files = ds.dataset(str(root / "files"), format="parquet").to_table(columns=["status", "kind"])
+    inventory = arrow_dataset(root, "files")
+    if inventory is None:
+        raise click.UsageError(f"{root}: no files table (not a tables directory written by ingest, scan or the batch job)")
+    files = inventory.to_table(columns=["status", "kind"])
     st = Table(title="files by status")
     st.add_column("status")
     st.add_column("files", justify="right")

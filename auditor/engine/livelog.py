@@ -196,16 +196,14 @@ def decide_for_tables(tables_dir) -> dict[str, Liveness] | None:
     """:func:`decide` over an ingested tables directory, read with pyarrow (no Spark):
     for the commands that answer without Spark (``tables``, ``coordinator``). None
     when the directory has no ``files`` inventory."""
-    from pathlib import Path
+    from auditor.engine.tablesource import arrow_dataset
 
-    import pyarrow.dataset as ds
-
-    root = Path(tables_dir)
-    if not (root / "files").is_dir():
+    files = arrow_dataset(tables_dir, "files")
+    if files is None:
         return None
-    inv = ds.dataset(str(root / "files"), format="parquet").to_table().to_pylist()
+    inv = files.to_table().to_pylist()
     recovery: dict[tuple, int] = {}
-    if (root / "checkpoints").is_dir():
-        cp = ds.dataset(str(root / "checkpoints"), format="parquet")
+    cp = arrow_dataset(tables_dir, "checkpoints")
+    if cp is not None:
         recovery = recovery_points(cp.to_table(columns=["checkpoint_kind", "log_dir", "topic", "partition", "offset"]).to_pylist())
     return decide(inv, recovery_points=recovery)

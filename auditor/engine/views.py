@@ -126,13 +126,13 @@ class AuditContext:
         """The rows of a small table (the inventory, checkpoints) as dicts, with those
         of ``columns`` it has; None if the table is missing. Read with pyarrow on the
         driver: no Spark job (the Delta context reads them through Spark)."""
-        import pyarrow.dataset as ds
+        from auditor.engine.tablesource import arrow_dataset
 
         path = self.tables_dir / name
-        if not path.is_dir():
-            return None
         try:
-            d = ds.dataset(str(path), format="parquet", exclude_invalid_files=True)
+            d = arrow_dataset(self.tables_dir, name)
+            if d is None:
+                return None
             return d.to_table(columns=[c for c in columns if c in d.schema.names]).to_pylist()
         except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) for a bad footer
             raise RuntimeError(f"{path}: unreadable table: {exc}") from exc

@@ -57,13 +57,11 @@ class Lookup:
 
 
 def _dataset(tables_dir: Path, name: str):
-    """A pyarrow dataset for a table, or None when the dump has no such table."""
-    import pyarrow.dataset as ds
+    """A pyarrow dataset for a table (ingested Parquet or the warehouse's Delta), or
+    None when the dump has no such table."""
+    from auditor.engine.tablesource import arrow_dataset
 
-    p = tables_dir / name
-    if not p.is_dir():
-        return None
-    return ds.dataset(str(p), format="parquet")
+    return arrow_dataset(tables_dir, name)
 
 
 def _cluster_key(cluster_id: str | None, log_dir: str | None) -> str | None:
