@@ -161,5 +161,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-98", "KAFKA-9144"),
+    views=("transactions",),
     needs=("batches",),
 )

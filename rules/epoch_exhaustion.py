@@ -165,5 +165,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-360", "KIP-890", "KAFKA-9666", "KAFKA-20090"),
+    views=("coordinator_records", "producer_batches", "producer_transactional_ids"),
     needs=("batches",),
 )

@@ -158,5 +158,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-890", "KIP-664", "KAFKA-12671"),
+    views=("as_of", "coordinator_latest", "coordinator_partitions", "open_transactions", "producer_transactional_ids"),
     needs=("batches",),
 )

@@ -126,5 +126,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-98", "KIP-185", "KIP-360", "KAFKA-5793"),
+    views=("partitions", "sequence_breaks"),
     needs=("batches",),
 )

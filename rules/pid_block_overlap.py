@@ -139,5 +139,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-730", "KAFKA-15552", "KAFKA-20031"),
+    views=("producer_batches", "producer_transactional_ids"),
     needs=("batches",),
 )

@@ -162,5 +162,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-101", "KIP-279"),
+    views=("partitions",),
     needs=("batches",),
 )

@@ -172,5 +172,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-98", "KIP-360"),
+    views=("partitions", "producer_batches", "transactions"),
     needs=("batches", "producer_snapshots"),
 )

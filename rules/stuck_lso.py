@@ -127,5 +127,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-98", "KIP-447", "KIP-890"),
+    views=("as_of", "last_stable_offsets"),
     needs=("batches",),
 )

@@ -237,5 +237,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-98", "KIP-890", "KAFKA-17754"),
+    views=("coordinator_history", "open_transactions", "partitions", "transactions"),
     needs=("batches", "transaction_log"),
 )

@@ -201,5 +201,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-98", "KIP-890", "KAFKA-16352", "KAFKA-19999"),
+    views=("as_of", "coordinator_history"),
     needs=("transaction_log",),
 )

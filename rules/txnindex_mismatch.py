@@ -170,5 +170,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-98", "KAFKA-5121"),
+    views=("partitions", "transactions"),
     needs=("batches",),
 )

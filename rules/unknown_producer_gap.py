@@ -92,5 +92,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-360", "KIP-185"),
+    views=("partitions", "producer_id_expiration", "sequence_breaks"),
     needs=("batches",),
 )

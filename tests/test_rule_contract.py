@@ -71,3 +71,52 @@ def test_evidence_keys_name_what_they_hold():
     """The coordinator's view of an epoch is a producer epoch, not a coordinator epoch."""
     ev = {r.id: set(r.evidence_types) for r in ALL_RULES}["epoch-exhaustion"]
     assert "coordinator_producer_epoch" in ev and "coordinator_epoch" not in ev
+
+
+# -- the views a rule reads -------------------------------------------------------------------
+
+from auditor.engine.views import VIEWS, closure  # noqa: E402
+
+
+def _views_read(module) -> set[str]:
+    """``ctx.<view>`` attributes the module reads (``ctx.with_as_of`` reads ``as_of``)."""
+    tree = ast.parse(inspect.getsource(module))
+    names = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and getattr(n.value, "id", None) == "ctx"}
+    return {n for n in names if n in VIEWS} | ({"as_of"} if "with_as_of" in names else set())
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.id)
+def test_declared_views_are_the_views_read(rule):
+    read = _views_read(importlib.import_module(rule.run.__module__))
+    assert set(rule.views) == read, (f"{rule.id}: reads but does not declare {sorted(read - set(rule.views))}, "
+                                     f"declares but never reads {sorted(set(rule.views) - read)}")
+
+
+def test_views_are_released_after_their_last_reader():
+    from auditor.engine.audit import release_plan
+    from auditor.engine.report_data import VIEWS_READ
+
+    order = [r.id for r in ALL_RULES]
+    plan = release_plan(ALL_RULES, report=False)
+    after = {v: order[i] for i, vs in plan.items() for v in vs}
+    # every view some rule reads (or one it is built on) is released exactly once, after its last reader
+    assert set(after) == closure(v for r in ALL_RULES for v in r.views)
+    for v, rid in after.items():
+        readers = [r.id for r in ALL_RULES if v in closure(r.views)]
+        assert rid == readers[-1], (v, rid, readers)
+    assert after["coordinator_history"] == "transaction-state-violation"
+    assert after["producer_batches"] == "unknown-producer-gap"  # sequence_breaks is built on it
+    # with the report data to come, what it reads stays until close()
+    with_report = {v for vs in release_plan(ALL_RULES, report=True).values() for v in vs}
+    assert not with_report & closure(VIEWS_READ) and "coordinator_history" in with_report
+
+
+def test_an_undeclared_view_fails_at_once():
+    from auditor.engine.views import AuditContext, RuleContext
+
+    ctx = RuleContext(AuditContext(None, "/nonexistent"), "rule x", ("partitions",))
+    with pytest.raises(AttributeError, match="rule x reads view 'transactions' without declaring it"):
+        ctx.transactions
+    with pytest.raises(AttributeError, match="'as_of'"):
+        ctx.with_as_of
+    assert ctx.options.transaction_max_timeout_ms == 900_000  # tables, options and helpers pass through

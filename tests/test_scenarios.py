@@ -129,6 +129,9 @@ def test_audit_modes_agree(results):
     assert together.plots == one_by_one.plots and together.plots["partitions"]
     assert together.as_of_ms == one_by_one.as_of_ms > 0
     assert together.skipped == one_by_one.skipped
+    # rule by rule, a persisted view is released after its last reader; what the report data reads stays
+    assert "coordinator_history" in one_by_one.released_views and "transactions" not in one_by_one.released_views
+    assert together.released_views == []  # one job: everything is released at the end
 
 
 def test_inputs_ingest_cleanly(results):

@@ -16,7 +16,7 @@ from typing import Callable
 
 from auditor.engine.findings import conform, detection, findings_arrow_schema, group_replicas, stored_evidence
 from auditor.engine.rule import Rule, discover
-from auditor.engine.views import AuditContext, AuditOptions
+from auditor.engine.views import AuditContext, AuditOptions, RuleContext, closure
 
 
 @dataclass
@@ -32,6 +32,7 @@ class AuditResult:
     # where the time went: "plan" (building the queries), "run" (collecting them), "report" (plots);
     # rule by rule: "rules" and "report"
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    released_views: list[str] = field(default_factory=list)  # unpersisted after their last reader (rule by rule)
 
 
 def select_rules(rules: list[Rule], only: tuple[str, ...] | list[str] = ()) -> list[Rule]:
@@ -89,6 +90,7 @@ def audit(
         if out is not None:
             write_findings(spark, result, out)
     finally:
+        result.released_views = list(ctx.released)
         ctx.close()
     return result
 
@@ -100,19 +102,39 @@ def _runnable(ctx: AuditContext, rule: Rule, result: AuditResult) -> bool:
     return not missing
 
 
+def release_plan(rules: list[Rule], report: bool) -> dict[int, list[str]]:
+    """After which rule (by index) each view can be released: the last rule that
+    reads it or a view built on it; the report data (after every rule) keeps its own."""
+    from auditor.engine.report_data import VIEWS_READ
+
+    last: dict[str, int] = {}
+    for i, rule in enumerate(rules):
+        for v in closure(rule.views):
+            last[v] = i
+    if report:
+        for v in closure(VIEWS_READ):
+            last.pop(v, None)  # released by close(), after the report data
+    plan: dict[int, list[str]] = {}
+    for v, i in sorted(last.items()):
+        plan.setdefault(i, []).append(v)
+    return plan
+
+
 def _run_one_by_one(ctx, rules, result, progress, report) -> None:
-    t0 = time.monotonic()
+    releases = release_plan(rules, report)
+    t_start = time.monotonic()
     for i, rule in enumerate(rules):
         if progress:
             progress(rule.id, i, len(rules))
-        if not _runnable(ctx, rule, result):
-            continue
-        t0 = time.monotonic()
-        df = conform(rule.run(ctx), rule)
-        rows = df.collect()  # findings are few: materialise per rule for timing and reports
-        result.rule_seconds[rule.id] = round(time.monotonic() - t0, 3)
-        result.findings.extend(_findings(rule, (r.asDict(recursive=True) for r in rows)))
-    result.phase_seconds["rules"] = round(time.monotonic() - t0, 3)
+        if _runnable(ctx, rule, result):
+            t0 = time.monotonic()
+            df = conform(rule.run(RuleContext(ctx, f"rule {rule.id}", rule.views)), rule)
+            rows = df.collect()  # findings are few: materialise per rule for timing and reports
+            result.rule_seconds[rule.id] = round(time.monotonic() - t0, 3)
+            result.findings.extend(_findings(rule, (r.asDict(recursive=True) for r in rows)))
+        for v in releases.get(i, ()):
+            ctx.release(v)
+    result.phase_seconds["rules"] = round(time.monotonic() - t_start, 3)
     if report:
         t0 = time.monotonic()
         _report_data(ctx, rules, result, progress, None)
@@ -129,18 +151,18 @@ def _run_together(ctx, rules, result, progress, report) -> None:
         if progress:
             progress(rule.id, i, len(rules))
         if _runnable(ctx, rule, result):
-            queries[f"rule:{rule.id}"] = conform(rule.run(ctx), rule)
+            queries[f"rule:{rule.id}"] = conform(rule.run(RuleContext(ctx, f"rule {rule.id}", rule.views)), rule)
     summary_q: dict[str, object] = {}
     if report:
         from auditor.engine.report_data import summary_queries
 
         try:
-            summary_q = summary_queries(ctx)
+            summary_q = summary_queries(_report_context(ctx))
         except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
             result.report_error = f"{type(exc).__name__}: {exc}"
             report = False
     if "as_of" not in summary_q:
-        summary_q["as_of"] = ctx.as_of
+        summary_q["as_of"] = ctx.as_of  # the reference time of every run, report or not
     t1 = time.monotonic()
     got = collect_many({**queries, **{f"summary:{k}": v for k, v in summary_q.items()}})
     t2 = time.monotonic()
@@ -153,6 +175,12 @@ def _run_together(ctx, rules, result, progress, report) -> None:
     if report:
         _report_data(ctx, rules, result, progress, summary_rows)
         result.phase_seconds["report"] = round(time.monotonic() - t2, 3)
+
+
+def _report_context(ctx):
+    from auditor.engine.report_data import VIEWS_READ
+
+    return RuleContext(ctx, "the report data", VIEWS_READ)
 
 
 def _findings(rule: Rule, rows) -> list[dict]:
@@ -168,7 +196,7 @@ def _report_data(ctx, rules, result, progress, rows) -> None:
     if progress:
         progress("report data", len(rules), len(rules))
     try:
-        result.summary, result.plots = build_report_data(ctx, result.findings, rows)
+        result.summary, result.plots = build_report_data(_report_context(ctx), result.findings, rows)
     except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
         result.report_error = f"{type(exc).__name__}: {exc}"
 

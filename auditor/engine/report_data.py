@@ -31,6 +31,9 @@ MAX_PLOT_PARTITIONS = 40  # partitions with findings that get plots (most severe
 MAX_SESSION_TRANSACTIONS = 400  # per partition: every open transaction plus the newest others
 
 
+VIEWS_READ = ("as_of", "partitions", "producer_transactional_ids", "transactions")  # see AuditContext
+
+
 def sort_key(v: Any) -> tuple:
     """A sort key for one value of any kind found in a row: numbers, then text, then
     None (a log dir without meta.properties has no broker or cluster id, a finding may

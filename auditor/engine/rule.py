@@ -93,7 +93,8 @@ class Rule:
     evidence: tuple[Evidence, ...] = ()
     proposals: tuple[str, ...] = ()
     doc: str = field(default="", compare=False)
-    needs: tuple[str, ...] = ()  # tables the rule reads; it is skipped (and says so) without them
+    views: tuple[str, ...] = ()  # the shared views it reads (auditor.engine.views.VIEWS): built once, released after the last reader
+    needs: tuple[str, ...] = ()  # tables that must have rows; it is skipped (and says so) without them
 
     def __post_init__(self) -> None:
         if not self.kinds:

@@ -39,6 +39,69 @@ class AuditOptions:
     epoch_exhaustion_warn: int = 32_000  # warn when an epoch gets this close to 32767
 
 
+@dataclass(frozen=True)
+class ViewSpec:
+    """A shared view: a DataFrame the context builds at most once per audit.
+    ``uses`` are the views it is built on; rules declare the views they read
+    (``Rule.views``), so the engine knows each view's consumers and releases what
+    it persisted after the last of them."""
+
+    name: str
+    uses: tuple[str, ...] = ()
+    doc: str = ""
+
+
+VIEWS: dict[str, ViewSpec] = {}
+
+
+def view(*, uses: tuple[str, ...] = ()):
+    """Declare a view of :class:`AuditContext` (a lazily built, cached property)."""
+    def deco(fn):
+        name = fn.__name__
+        VIEWS[name] = ViewSpec(name, tuple(uses), fn.__doc__ or "")
+
+        def get(self):
+            if name not in self._views:
+                self._building.append(name)
+                try:
+                    self._views[name] = fn(self)
+                finally:
+                    self._building.pop()
+            return self._views[name]
+
+        return property(get, doc=fn.__doc__)
+    return deco
+
+
+def closure(names) -> set[str]:
+    """The views ``names`` are built on, themselves included."""
+    out: set[str] = set()
+    todo = list(names)
+    while todo:
+        n = todo.pop()
+        if n not in out:
+            out.add(n)
+            todo.extend(VIEWS[n].uses)
+    return out
+
+
+class RuleContext:
+    """What one reader (a rule, the report data) sees of the context: every table
+    and helper, and only the views it declares — an undeclared view fails at
+    once, so the declarations the engine plans with are the truth."""
+
+    _METHOD_VIEWS = {"with_as_of": "as_of"}
+
+    def __init__(self, ctx: "AuditContext", reader: str, views) -> None:
+        self._ctx, self._reader, self._views = ctx, reader, frozenset(views)
+
+    def __getattr__(self, name: str):
+        need = name if name in VIEWS else self._METHOD_VIEWS.get(name)
+        if need is not None and need not in self._views:
+            raise AttributeError(f"{self._reader} reads view {need!r} without declaring it")
+        return getattr(self._ctx, name)
+
+
 class AuditContext:
     def __init__(self, spark, tables_dir: str, options: AuditOptions | None = None) -> None:
         self.spark = spark
@@ -47,6 +110,10 @@ class AuditContext:
         self._persisted: list = []
         self._loaded: dict[str, object] = {}
         self._tables: dict[str, object] = {}
+        self._views: dict[str, object] = {}
+        self._building: list[str] = []  # views being built (the innermost persists)
+        self._persisted_by: dict[str, list] = {}
+        self.released: list[str] = []  # views released before close(), in order
 
     # -- tables ------------------------------------------------------------
     def table(self, name: str):
@@ -167,15 +234,27 @@ class AuditContext:
 
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
         self._persisted.append(df)
+        if self._building:
+            self._persisted_by.setdefault(self._building[-1], []).append(df)
         return df
+
+    def release(self, name: str) -> None:
+        """Unpersist what view ``name`` persisted (its last consumer has run)."""
+        dfs = self._persisted_by.pop(name, [])
+        for df in dfs:
+            df.unpersist()
+            self._persisted.remove(df)
+        if dfs:
+            self.released.append(name)
 
     def close(self) -> None:
         for df in self._persisted:
             df.unpersist()
         self._persisted.clear()
+        self._persisted_by.clear()
 
     # -- reference time ------------------------------------------------------
-    @cached_property
+    @view()
     def as_of(self):
         """Per cluster, the instant ages are measured against: the newest
         timestamp in that cluster's dump (an offline dump has no "now"), or the
@@ -205,7 +284,7 @@ class AuditContext:
         return int(row[0]) if row and row[0] is not None else 0
 
     # -- producer state (auditor.producer_state.spark, built once per audit) ----
-    @cached_property
+    @view()
     def producer_batches(self):
         """Live batches with a producer id (data and markers), narrowed to the
         columns the model reads. A plain scan: not persisted."""
@@ -213,25 +292,25 @@ class AuditContext:
 
         return model.producer_batches(self.table("batches"))
 
-    @cached_property
+    @view(uses=("producer_batches",))
     def sequence_breaks(self):
         """:func:`auditor.producer_state.spark.sequence_breaks`, persisted (tiny on a healthy log)."""
         from auditor.producer_state import spark as model
 
         return self.persist(model.sequence_breaks(self.producer_batches))
 
-    @cached_property
+    @view(uses=("producer_batches",))
     def transactions(self):
         """:func:`auditor.producer_state.spark.transactions`: one row per transaction per replica, persisted."""
         from auditor.producer_state import spark as model
 
         return self.persist(model.transactions(self.producer_batches))
 
-    @cached_property
+    @view(uses=("transactions",))
     def open_transactions(self):
         return self.transactions.where("state = 'open'")
 
-    @cached_property
+    @view(uses=("transactions", "partitions"))
     def last_stable_offsets(self):
         """Per replica: high watermark, first unstable offset, last stable offset and
         the earliest open transaction pinning it
@@ -245,7 +324,7 @@ class AuditContext:
     def has_coordinator_log(self) -> bool:
         return self.has_rows("transaction_log")
 
-    @cached_property
+    @view()
     def coordinator_partitions(self):
         """One row, one column ``coordinator_partitions``: how many ``__transaction_state``
         partitions the dump holds records of (a DataFrame, so a rule can cross-join
@@ -254,7 +333,7 @@ class AuditContext:
 
         return self.table("transaction_log").agg(F.countDistinct("partition").alias("coordinator_partitions"))
 
-    @cached_property
+    @view()
     def coordinator_records(self):
         """``__transaction_state`` transaction records, one copy per offset
         (:func:`auditor.engine.coordinator.records`); persisted: several rules read them."""
@@ -262,21 +341,21 @@ class AuditContext:
 
         return self.persist(coordinator.records(self.table("transaction_log")))
 
-    @cached_property
+    @view(uses=("coordinator_records",))
     def coordinator_history(self):
         """Each coordinator record with the id's previous one (:func:`auditor.engine.coordinator.history`), persisted."""
         from auditor.engine import coordinator
 
         return self.persist(coordinator.history(self.coordinator_records))
 
-    @cached_property
+    @view(uses=("coordinator_records",))
     def coordinator_latest(self):
         """The latest ``__transaction_state`` record per transactional id (tombstones included)."""
         from auditor.engine import coordinator
 
         return coordinator.latest(self.coordinator_records)
 
-    @cached_property
+    @view()
     def producer_transactional_ids(self):
         """(cluster_id, producer_id, transactional_id) the coordinator ever recorded."""
         from pyspark.sql import functions as F
@@ -288,7 +367,7 @@ class AuditContext:
         return ids.where("producer_id >= 0").distinct()
 
     # -- partitions ----------------------------------------------------------
-    @cached_property
+    @view(uses=("compacted_topics",))
     def partitions(self):
         """Per replica: log start/end, high watermark, newest timestamp, compaction."""
         from pyspark.sql import functions as F
@@ -329,7 +408,7 @@ class AuditContext:
         )
         return self.persist(p)
 
-    @cached_property
+    @view()
     def producer_id_expiration(self):
         """(cluster_id, broker_id, producer_id_expiration_ms): the broker's
         ``producer.id.expiration.ms`` as a dynamic config in the metadata log (its own
@@ -352,7 +431,7 @@ class AuditContext:
         return (brokers.join(own, ["cluster_id", "broker_id"], "left").join(cluster, "cluster_id", "left")
                 .select("cluster_id", "broker_id", F.coalesce("_own", "_cluster", default).alias("producer_id_expiration_ms")))
 
-    @cached_property
+    @view()
     def compacted_topics(self):
         """(cluster, topic) whose latest ``cleanup.policy`` in the metadata log includes compact."""
         from pyspark.sql import Window
