@@ -90,6 +90,7 @@ def run(ctx):
     max_timeout = F.lit(ctx.options.transaction_max_timeout_ms)
     age = as_of - F.col("first_timestamp")
     session_had_marker = F.col("prev_marker_epoch").isNotNull() & (F.col("data_epoch_min") <= F.col("prev_marker_epoch"))
+    by_age = F.when(age > max_timeout, F.lit("hanging")).otherwise(F.lit("in-flight"))
 
     if ctx.has_coordinator_log:
         ids = ctx.producer_transactional_ids.groupBy("cluster_id", "producer_id").agg(F.min("transactional_id").alias("transactional_id"))
@@ -102,7 +103,9 @@ def run(ctx):
             F.col("topic_partitions"),
         )
         o = o.join(ids, ["cluster_id", "producer_id"], "left").join(coord, ["cluster_id", "transactional_id"], "left")
-        o = o.crossJoin(ctx.coordinator_partitions)
+        # per cluster: a cluster whose __transaction_state is not in the dump is judged by age alone
+        o = o.join(F.broadcast(ctx.coordinator_partitions), "cluster_id", "left")
+        has_log = F.col("coordinator_partitions").isNotNull()
         listed = F.exists(F.coalesce(F.col("topic_partitions"), F.array()),
                           lambda tp: (tp["topic"] == F.col("topic")) & (tp["partition"] == F.col("partition")))
         ongoing_here = (F.col("coordinator_state") == "Ongoing") & listed & (
@@ -110,18 +113,19 @@ def run(ctx):
         timeout = F.least(F.coalesce(F.col("transaction_timeout_ms"), max_timeout), max_timeout)
         young = (as_of - F.coalesce(F.col("start_timestamp_ms"), F.col("first_timestamp"))) <= timeout
         kind = (
-            F.when(F.col("transactional_id").isNull(), F.lit("unknown-to-coordinator"))
+            F.when(~has_log, by_age)
+            .when(F.col("transactional_id").isNull(), F.lit("unknown-to-coordinator"))
             .when(ongoing_here & young, F.lit("in-flight"))
             .when(session_had_marker, F.lit("late-write"))
             .otherwise(F.lit("hanging"))
         )
         listed_names = F.transform(F.col("topic_partitions"), lambda tp: F.concat(tp["topic"], F.lit("-"), tp["partition"].cast("string")))
-        age_only, in_dump = F.lit(False), F.col("coordinator_partitions")
+        age_only, in_dump = ~has_log, F.col("coordinator_partitions")
     else:
         o = o.withColumn("transactional_id", F.lit(None).cast("string"))
         for c, t in (("coordinator_state", "string"), ("transaction_timeout_ms", "int")):
             o = o.withColumn(c, F.lit(None).cast(t))
-        kind = F.when(age > max_timeout, F.lit("hanging")).otherwise(F.lit("in-flight"))
+        kind = by_age
         listed_names, age_only, in_dump = F.lit(None), F.lit(True), F.lit(None)
 
     return o.select(

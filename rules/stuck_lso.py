@@ -77,8 +77,8 @@ def run(ctx):
         F.col("pin.prev_coordinator_epoch").alias("prev_coordinator_epoch"))
 
     oc = ctx.table("offset_commits").where("NOT is_tombstone")
-    readers = oc.groupBy("topic", "partition").agg(F.sort_array(F.collect_set("group_id")).alias("groups"))
-    pin = pin.join(readers, ["topic", "partition"], "left")
+    readers = oc.groupBy("cluster_id", "topic", "partition").agg(F.sort_array(F.collect_set("group_id")).alias("groups"))
+    pin = pin.join(readers, ["cluster_id", "topic", "partition"], "left")
     pending = (
         oc.withColumnRenamed("log_topic", "o_topic").withColumnRenamed("log_partition", "o_partition")
         .where("o_topic = '__consumer_offsets' AND batch_is_transactional")

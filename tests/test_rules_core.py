@@ -166,3 +166,27 @@ def test_one_finding_per_subject_over_its_replicas(spark, tmp_path):
     assert [r["broker_id"] for r in by_last[2]["replicas"]] == [1, 2] and by_last[2]["broker_id"] == 1
     assert [r["broker_id"] for r in by_last[1]["replicas"]] == [3]
     assert len(by_last[2]["remediation_commands"]) == 2  # one abort (and its older form), not one per replica
+
+
+def test_clusters_are_kept_apart(spark, tmp_path):
+    """Several clusters in one dump: a cluster without __transaction_state is judged by age
+    (not as unknown to a coordinator whose log is another cluster's), the coordinator
+    partitions are counted per cluster, and consumer groups are a cluster's own."""
+    t = TableSet(tmp_path / "tables")
+    t.cluster = "a"  # its coordinator log (one partition) does not know producer 40; group g-a reads shared-0
+    t.batch("clock", 0, 0, ts=AS_OF)
+    t.batch("shared", 0, 0, producer_id=40, producer_epoch=0, base_sequence=0, transactional=True, ts=T0)
+    t.txn("t-a", 0, "Empty", 41)
+    t.offset_commit("g-a", "shared", 0, 0, offset=0)
+    t.cluster = "b"  # two coordinator partitions, nothing open
+    t.txn("t-b", 0, "Empty", 42, txn_partition=3)
+    t.txn("t-c", 0, "Empty", 43, txn_partition=4)
+    t.cluster = "c"  # no coordinator log, no consumer group
+    t.batch("clock", 0, 0, ts=AS_OF)
+    t.batch("shared", 0, 0, producer_id=10, producer_epoch=0, base_sequence=0, transactional=True, ts=T0)
+    res = audit(spark, str(t.write()), only=["hanging-transaction", "stuck-lso"]).findings
+    h = {f["cluster_id"]: f for f in _by(res, "hanging-transaction")}
+    assert {c: (f["kind"], f["evidence"]["age_only"], f["evidence"]["coordinator_partitions_in_dump"])
+            for c, f in h.items()} == {"a": ("unknown-to-coordinator", False, 1), "c": ("hanging", True, None)}
+    s = {f["cluster_id"]: f["evidence"]["consumer_groups"] for f in _by(res, "stuck-lso")}
+    assert s == {"a": ["g-a"], "c": []}
