@@ -150,7 +150,7 @@ def run(ctx):
             EVIDENCE,
             seen_in=F.col("top.s.source"),
             sources=F.col("sources"),
-            bumps_left=F.greatest(F.lit(EXHAUSTED) - F.col("epoch"), F.lit(0)),
+            bumps_left=F.when(overflow, F.lit(0)).otherwise(F.greatest(F.lit(EXHAUSTED) - F.col("epoch"), F.lit(0))),
             coordinator_producer_id=F.col("latest_producer_id"),
             coordinator_producer_epoch=F.col("latest_epoch"),
             coordinator_state=F.col("latest_state"),

@@ -85,7 +85,10 @@ def run(ctx):
         .when(F.col("base_sequence") > expected, F.lit("gap"))
         .otherwise(F.lit("regression"))
     )
-    chained = pb.withColumn("kind", kind).where("kind IS NOT NULL").withColumn("expected", expected).withColumn(
+    # what the broker expects: the next sequence in the same epoch, 0 in a new one; nothing from an older epoch
+    broker_expects = (F.when(F.col("producer_epoch") < F.col("prev_data_epoch"), F.lit(None))
+                      .when(~same_epoch, F.lit(0)).otherwise(expected))
+    chained = pb.withColumn("kind", kind).where("kind IS NOT NULL").withColumn("expected", broker_expects).withColumn(
         "other_offset", F.col("prev_data_offset"))
 
     # duplicates of an earlier batch within the broker's 5-batch window (the adjacent one is above)
