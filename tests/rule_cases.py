@@ -14,7 +14,8 @@ A case file holds
   as in ``input``); cases with options are audited apart from the others, grouped by
   their options;
 * ``example`` (optional) — ``true`` for the one case per rule whose first finding
-  the rule's documentation shows (``txn-audit explain``, ``docs/rules.md``);
+  the rule's documentation shows (``txn-audit explain``, ``docs/rules.md``; after
+  changing it, run ``scripts/build_docs.py``);
 * ``findings`` — every finding of the case's rule in the case's cluster, whole
   (every column of the findings table), or ``[]``.
 
