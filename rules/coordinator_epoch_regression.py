@@ -1,26 +1,32 @@
-"""coordinator-epoch-regression: a transaction marker written by an older coordinator after a newer one.
-
-**What.** Every COMMIT/ABORT marker carries the epoch of the transaction
+"""**What.** Every COMMIT/ABORT marker carries the epoch of the transaction
 coordinator that wrote it (the leader epoch of the producer's
 ``__transaction_state`` partition). The partition leader remembers, per producer
 id, the coordinator epoch of the last marker and rejects a marker with a lower
 one (TRANSACTION_COORDINATOR_FENCED): after a coordinator moves, the old one
 is a zombie and must not decide transactions any more. Walking the markers of a
-replica in offset order, the rule reports (``evidence['scope']``):
+replica in offset order, the rule reports:
 
-* ``producer`` — a marker whose coordinator epoch is lower than that of an
+* ``same-producer`` — a marker whose coordinator epoch is lower than that of an
   earlier marker *of the same producer id*: exactly what the leader should have
-  rejected. ``evidence['cause']`` says ``producer-state-expired`` when the
-  producer was idle on the partition for longer than ``producer.id.expiration.ms``
-  before the marker (its state, and with it the remembered coordinator epoch,
-  was dropped: KAFKA-9144), else ``unexplained``.
-* ``coordinator-partition`` (info) — a marker whose coordinator epoch is lower
-  than an earlier marker of *another* producer whose transactional id lives on the
+  rejected;
+* ``same-producer-expired-state`` — the same, where the producer was idle on the
+  partition for longer than ``producer.id.expiration.ms`` before the marker: its
+  state, and with it the remembered coordinator epoch, had been dropped
+  (KAFKA-9144);
+* ``same-coordinator-partition`` — a marker whose coordinator epoch is lower than
+  an earlier marker of *another* producer whose transactional id lives on the
   same ``__transaction_state`` partition (known only with the coordinator log in
   the dump): an old coordinator still sending markers after its successor had
-  written some. The leader accepts it (the check is per producer), so it is
-  only a sign of a coordinator failover race; epochs of different coordinator
+  written some. The leader accepts it (the check is per producer), so it is only
+  a sign of a coordinator failover race; epochs of different coordinator
   partitions are never compared.
+
+**Why it matters.** A zombie coordinator's marker decides a transaction that
+the current coordinator may have decided the other way: ``read_committed``
+consumers then see records the coordinator aborted, or lose records it
+committed (``torn-transaction`` compares the two when ``__transaction_state`` is
+in the dump). On brokers without the KAFKA-9144 fix the regression also makes
+log recovery of the partition fail.
 
 **How it arises.** KAFKA-9144 (fixed in 2.5, backported to older branches): producer state expired
 using data timestamps only, so after a coordinator timed out a transaction the
@@ -30,19 +36,6 @@ leader checks coordinator epochs — replication and log recovery just log a
 warning — so a regression on disk can also come from a replica that took over
 after an unclean leader election, or from a manual ``kafka-transactions.sh
 abort`` given a stale ``--coordinator-epoch``.
-
-**Evidence.** the earlier marker with the highest coordinator epoch (offset,
-epoch, type), the previous marker of the producer, the idle time before the
-marker, ``producer.id.expiration.ms``.
-
-**Severity.** error for ``producer``; info for ``coordinator-partition``.
-
-**Remediation.** Check what the zombie's marker decided against the
-coordinator's record of the transaction (``torn-transaction`` does this when
-``__transaction_state`` is in the dump): a marker of the wrong type needs the
-affected records reconciled downstream. Upgrade brokers without the KAFKA-9144
-fix (before 2.5); if a broker fails log recovery on this partition, upgrading lets
-recovery pass with a warning.
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
-"""epoch-exhaustion: producer epochs close to the int16 limit.
-
-**What.** The producer epoch is an int16. The coordinator bumps it on every
+"""**What.** The producer epoch is an int16. The coordinator bumps it on every
 ``initTransactions`` (fencing the previous instance), on every timed-out or
 fenced transaction, on KIP-360 recovery bumps of idempotent producers and — with
 transaction.version 2 — on every commit or abort. At 32766 (``Short.MAX_VALUE -
@@ -8,18 +6,24 @@ transaction.version 2 — on every commit or abort. At 32766 (``Short.MAX_VALUE 
 a new producer id (epoch 0) instead of bumping it again (KIP-360;
 transaction.version 2 does it in the ``Complete*`` record). The rule reads the
 highest epoch of every producer id in the data batches and in
-``__transaction_state`` and reports (one finding per producer id):
+``__transaction_state`` and reports, once per producer id:
 
-* epoch ≥ ``epoch_exhaustion_warn`` (32000 by default) — warning: a few hundred
-  more bumps and the id must be rotated;
-* epoch ≥ 32766 — error: exhausted; the next bump needs a new producer id;
-* a negative epoch other than -1 — error: the epoch overflowed past 32767.
+* ``near-exhaustion`` — an epoch at or above ``epoch_exhaustion_warn`` (32000 by
+  default): a few hundred more bumps and the id must be rotated;
+* ``exhausted`` — an epoch at or above 32766: the next bump needs a new producer id;
+* ``overflowed`` — a negative epoch other than -1: the epoch went past 32767;
+* ``rotated`` — a producer id that its transactional id has already left (the
+  latest coordinator record names another producer id): the coordinator handled it;
+* ``near-exhaustion-tv2`` — near exhaustion under transaction.version 2, where
+  high epochs are routine (one bump per transaction) and rotation is automatic.
 
-With the coordinator log in the dump, a producer id that the transactional id
-has already left (its latest record names another producer id) is reported as
-info (``rotated``): the coordinator handled it. With transaction.version 2
-high epochs are routine (one bump per transaction), so below 32766 they are
-info as well.
+**Why it matters.** A producer whose epoch cannot be bumped any more cannot be
+fenced, recovered or (with transaction.version 2) finish another transaction:
+before KAFKA-20090 the coordinator could neither fence nor rotate an id at
+``Short.MAX_VALUE`` and the partition leaders rejected markers at that epoch, so
+its transactions stayed open (pinning the LSO) and the application failed with
+epoch errors. A high epoch is also a symptom: something fences or times out this
+producer over and over.
 
 **How it arises.** Producers that fence each other in a loop (two instances
 with one ``transactional.id``, crash-restart loops), transactions that time out
@@ -28,20 +32,6 @@ while ``__transaction_state`` was unavailable. KAFKA-20090: an epoch that
 reached ``Short.MAX_VALUE`` through timeouts left the coordinator unable to fence
 or rotate, and markers at that epoch were rejected; the fix logs instead of
 failing, accepts markers at MAX_VALUE and rotates the producer id.
-
-**Evidence.** highest epoch, where it was seen (table, topic-partition,
-offset), the sources (``batches``, ``transaction_log``), the transactional id
-and the producer id / epoch / transaction version of its latest coordinator record.
-
-**Severity.** error when exhausted or overflowed and not rotated; warning when
-near exhaustion; info when already rotated, or near exhaustion with
-transaction.version 2.
-
-**Remediation.** Find what keeps bumping the epoch (fencing loops: two
-instances with the same ``transactional.id``; transactions that exceed
-``transaction.timeout.ms``). If an exhausted id is not rotated and its producer
-fails with epoch errors, restart the producer (``initTransactions``) on a broker
-with the KAFKA-20090 fix so the coordinator allocates a new producer id.
 """
 
 from __future__ import annotations
@@ -148,7 +138,7 @@ def run(ctx):
             EVIDENCE,
             seen_in=F.col("top.s.source"),
             sources=F.col("sources"),
-            bumps_left=F.greatest(F.lit(EXHAUSTED) - F.col("epoch"), F.lit(0)),
+            bumps_left=F.when(overflow, F.lit(0)).otherwise(F.greatest(F.lit(EXHAUSTED) - F.col("epoch"), F.lit(0))),
             coordinator_producer_id=F.col("latest_producer_id"),
             coordinator_producer_epoch=F.col("latest_epoch"),
             coordinator_state=F.col("latest_state"),

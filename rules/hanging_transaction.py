@@ -1,9 +1,31 @@
-"""hanging-transaction: transactional data with no marker after it.
+"""**What.** A producer's transactional batches on a partition that no COMMIT or
+ABORT marker of that producer closes, classified with the coordinator's record
+of the transaction (``__transaction_state``):
 
-**What.** A producer's transactional batches on a partition that no COMMIT or
-ABORT marker of that producer closes. While such a transaction is open the
-partition's last stable offset (LSO) cannot pass its first offset, so
-``read_committed`` consumers stop there and the log cleaner cannot compact past it.
+* ``in-flight`` — the coordinator has the transaction Ongoing with this
+  partition, and it is younger than its timeout: normal;
+* ``late-write`` — the data belongs to a producer session (id, epoch) that has
+  already had a marker on this partition, and the coordinator does not list the
+  partition in an ongoing, unexpired transaction (the KAFKA-12671 pattern). With
+  transaction.version 0/1 a producer keeps its epoch across transactions, so the
+  same session writing again after a marker is normal *while* the coordinator
+  has the partition in a new transaction;
+* ``unknown-to-coordinator`` — no ``__transaction_state`` record of the cluster
+  names this producer id;
+* ``hanging`` — the coordinator has completed, fenced or expired the
+  transaction, does not list the partition, or the transaction is older than its
+  timeout (at most ``transaction.max.timeout.ms``).
+
+A cluster whose ``__transaction_state`` is not in the dump is judged by age
+alone: ``hanging`` when older than ``transaction.max.timeout.ms``, else
+``in-flight``.
+
+**Why it matters.** While the transaction is open the partition's last stable
+offset (LSO) cannot pass its first offset: ``read_committed`` consumers stop
+there and see nothing written after it, the log cleaner cannot compact past it,
+and on ``__consumer_offsets`` the group's pending offsets keep its consumers from
+starting. Only a marker closes it, and for a hanging transaction none will come:
+it stays until an administrator aborts it.
 
 **How it arises.** The coordinator writes markers only to partitions it knows
 are in the transaction. A produce request delayed past the abort of its
@@ -12,34 +34,6 @@ added (AddPartitionsToTxn) leaves data no marker will ever close; so do lost
 markers after unclean leader elections. KIP-890 (part 1: broker-side
 verification, 3.6; part 2: epoch bump per transaction, transaction.version 2)
 closes these holes for new clients.
-
-**Classification** (``evidence['classification']``):
-
-* ``in-flight`` — the coordinator says Ongoing with this partition, and the
-  transaction is younger than its timeout: normal, reported as info.
-* ``late-write`` — the data belongs to a producer session (id, epoch) that has
-  already had a marker on this partition and the coordinator does not list the
-  partition in an ongoing, unexpired transaction (KAFKA-12671 pattern). With
-  transaction.version 0/1 a producer keeps its epoch across transactions, so
-  the same session writing again after a marker is normal *while* the
-  coordinator has the partition in a new transaction.
-* ``unknown-to-coordinator`` — no ``__transaction_state`` record names this
-  producer id (the dump holds N of the coordinator's partitions: see evidence).
-* ``hanging`` — the coordinator has completed, fenced or expired the
-  transaction, does not list the partition, or the transaction is older than
-  ``transaction.max.timeout.ms``.
-
-Without ``__transaction_state`` in the dump the rule falls back to age (older
-than ``transaction.max.timeout.ms`` = hanging) and says so in the evidence.
-
-**Evidence.** first offset of the open transaction (the abort ``--start-offset``),
-last data offset, producer id/epoch, transactional id, coordinator state,
-timeout and listed partitions, the previous marker of the same producer, age.
-
-**Remediation.** Abort it at the partition leader with ``kafka-transactions.sh
-abort`` (KIP-664): ``--start-offset`` on brokers 3.0+, or the
-``--producer-id/--producer-epoch/--coordinator-epoch`` form on older ones. Then
-find the client that wrote it (transactional id) and upgrade it to a KIP-890 client.
 """
 
 from __future__ import annotations
@@ -90,6 +84,7 @@ def run(ctx):
     max_timeout = F.lit(ctx.options.transaction_max_timeout_ms)
     age = as_of - F.col("first_timestamp")
     session_had_marker = F.col("prev_marker_epoch").isNotNull() & (F.col("data_epoch_min") <= F.col("prev_marker_epoch"))
+    by_age = F.when(age > max_timeout, F.lit("hanging")).otherwise(F.lit("in-flight"))
 
     if ctx.has_coordinator_log:
         ids = ctx.producer_transactional_ids.groupBy("cluster_id", "producer_id").agg(F.min("transactional_id").alias("transactional_id"))
@@ -102,7 +97,9 @@ def run(ctx):
             F.col("topic_partitions"),
         )
         o = o.join(ids, ["cluster_id", "producer_id"], "left").join(coord, ["cluster_id", "transactional_id"], "left")
-        o = o.crossJoin(ctx.coordinator_partitions)
+        # per cluster: a cluster whose __transaction_state is not in the dump is judged by age alone
+        o = o.join(F.broadcast(ctx.coordinator_partitions), "cluster_id", "left")
+        has_log = F.col("coordinator_partitions").isNotNull()
         listed = F.exists(F.coalesce(F.col("topic_partitions"), F.array()),
                           lambda tp: (tp["topic"] == F.col("topic")) & (tp["partition"] == F.col("partition")))
         ongoing_here = (F.col("coordinator_state") == "Ongoing") & listed & (
@@ -110,18 +107,19 @@ def run(ctx):
         timeout = F.least(F.coalesce(F.col("transaction_timeout_ms"), max_timeout), max_timeout)
         young = (as_of - F.coalesce(F.col("start_timestamp_ms"), F.col("first_timestamp"))) <= timeout
         kind = (
-            F.when(F.col("transactional_id").isNull(), F.lit("unknown-to-coordinator"))
+            F.when(~has_log, by_age)
+            .when(F.col("transactional_id").isNull(), F.lit("unknown-to-coordinator"))
             .when(ongoing_here & young, F.lit("in-flight"))
             .when(session_had_marker, F.lit("late-write"))
             .otherwise(F.lit("hanging"))
         )
         listed_names = F.transform(F.col("topic_partitions"), lambda tp: F.concat(tp["topic"], F.lit("-"), tp["partition"].cast("string")))
-        age_only, in_dump = F.lit(False), F.col("coordinator_partitions")
+        age_only, in_dump = ~has_log, F.col("coordinator_partitions")
     else:
         o = o.withColumn("transactional_id", F.lit(None).cast("string"))
         for c, t in (("coordinator_state", "string"), ("transaction_timeout_ms", "int")):
             o = o.withColumn(c, F.lit(None).cast(t))
-        kind = F.when(age > max_timeout, F.lit("hanging")).otherwise(F.lit("in-flight"))
+        kind = by_age
         listed_names, age_only, in_dump = F.lit(None), F.lit(True), F.lit(None)
 
     return o.select(

@@ -1,36 +1,35 @@
-"""out-of-order-sequence: a producer's sequence numbers on a partition that do not follow.
-
-**What.** For an idempotent or transactional producer the broker accepts a
+"""**What.** For an idempotent or transactional producer the broker accepts a
 batch only if its base sequence follows the last one it holds for the same
 (producer id, epoch) — ``last + 1`` with wraparound from 2147483647 to 0 — and a
 new epoch starts at 0 (ProducerAppendInfo). On disk, consecutive data batches of
-one (partition, producer id, epoch) should therefore chain exactly. Findings:
+one (partition, producer id, epoch) should therefore chain exactly. The rule
+reports:
 
-* ``gap`` — sequences missing between two batches (records lost);
-* ``duplicate`` — the same sequence range stored at two offsets within the broker's
-  5-batch deduplication window: idempotence failed, consumers see the records twice;
+* ``gap`` — sequences missing between two batches;
+* ``duplicate`` — the same sequence range stored at two offsets within the
+  broker's 5-batch deduplication window;
 * ``regression`` — a batch whose sequence goes backwards;
 * ``new-epoch-nonzero`` — the first batch of a new epoch does not start at 0;
 * ``epoch-regression`` — a batch with an older epoch after a newer one (a zombie).
 
 Batches of ``__consumer_offsets`` are skipped: transactional offset commits
 carry the producer's id and epoch but are appended by the group coordinator,
-whose appends are never sequence-checked.
+whose appends are never sequence-checked. On compacted topics the cleaner
+removes whole batches (``LogCleaner``: all but a producer's last one), so a
+``gap`` there is what compaction leaves and is not reported; the other kinds
+still are.
+
+**Why it matters.** Idempotence is what these sequences guarantee: a ``gap``
+means records of the producer are missing from the log, a ``duplicate`` means
+consumers process the same records twice (exactly-once is broken), and a
+regression or an older epoch means the log holds writes the broker should have
+rejected — a fenced zombie's, or those of a replica that diverged — which
+consumers read as if they were valid.
 
 **How it arises.** The broker rejects these on produce (OUT_OF_ORDER_SEQUENCE_NUMBER,
 INVALID_PRODUCER_EPOCH), but replication and log recovery skip the checks, so
 they reach disk through log truncation after an unclean leader election,
-divergent replicas, or a broker bug (KAFKA-5793, KIP-185 follow-up, KIP-360). On
-compacted topics the cleaner removes whole batches (``LogCleaner``: all but a
-producer's last one), so a forward gap there is what compaction leaves and is
-not reported; regressions, duplicates and epoch errors still are.
-
-**Evidence.** previous batch offset and sequences, expected sequence, epochs,
-whether the topic is compacted.
-
-**Remediation.** Compare the partition's replicas (``replica-divergence``) and the
-broker logs around the offsets for unclean leader elections or truncation; for
-duplicates, downstream deduplication is needed for the affected offsets.
+divergent replicas, or a broker bug (KAFKA-5793, KIP-185 follow-up, KIP-360).
 """
 
 from __future__ import annotations
@@ -85,7 +84,10 @@ def run(ctx):
         .when(F.col("base_sequence") > expected, F.lit("gap"))
         .otherwise(F.lit("regression"))
     )
-    chained = pb.withColumn("kind", kind).where("kind IS NOT NULL").withColumn("expected", expected).withColumn(
+    # what the broker expects: the next sequence in the same epoch, 0 in a new one; nothing from an older epoch
+    broker_expects = (F.when(F.col("producer_epoch") < F.col("prev_data_epoch"), F.lit(None))
+                      .when(~same_epoch, F.lit(0)).otherwise(expected))
+    chained = pb.withColumn("kind", kind).where("kind IS NOT NULL").withColumn("expected", broker_expects).withColumn(
         "other_offset", F.col("prev_data_offset"))
 
     # duplicates of an earlier batch within the broker's 5-batch window (the adjacent one is above)

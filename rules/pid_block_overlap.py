@@ -1,18 +1,8 @@
-"""pid-block-overlap: producer-id blocks that overlap, go backwards, or ids used twice.
-
-**What.** Producer ids are handed out in blocks of 1000. With KRaft the
+"""**What.** Producer ids are handed out in blocks of 1000. With KRaft the
 controller grants ``[next, next+999]`` and appends a ProducerIdsRecord with
 NextProducerId = ``next + 1000`` to ``__cluster_metadata`` (KIP-730); with
 ZooKeeper the znode ``/latest_producer_id_block`` holds the last grant. Blocks
-must never overlap and NextProducerId must only grow: two producers sharing one
-id corrupt each other's state on every partition (spurious
-OutOfOrderSequence / InvalidProducerEpoch, one producer's marker closing the
-other's transaction).
-
-**How it arises.** A ZooKeeper-to-KRaft migration that imported a stale block
-(KAFKA-15552), a broker accepting a block that starts at its current block's
-last id (KAFKA-20031: the sanity check used ``<`` instead of ``<=``), a
-controller failover replaying an old record. Findings:
+must never overlap and NextProducerId must only grow. The rule reports:
 
 * ``backwards`` — a ProducerIdsRecord whose NextProducerId is not above the previous one;
 * ``overlap`` — two different grants whose blocks intersect (also a KRaft grant
@@ -22,10 +12,16 @@ controller failover replaying an old record. Findings:
 * ``shared-id`` — one producer id recorded for two transactional ids in
   ``__transaction_state``.
 
-**Remediation.** Stop producers that use the affected ids (they will be fenced
-or corrupt each other), make sure every broker runs a fixed version, and force a
-new block (restart brokers so they request fresh blocks above the highest id in
-use). For ``shared-id``, re-initialise one of the transactional producers.
+**Why it matters.** Brokers hand the ids of a block to producers one by one:
+two grants of the same ids give two producers one producer id, and they corrupt
+each other's state on every partition they share — spurious
+OutOfOrderSequence / InvalidProducerEpoch errors, one producer fencing the
+other, one producer's marker closing the other's transaction.
+
+**How it arises.** A ZooKeeper-to-KRaft migration that imported a stale block
+(KAFKA-15552), a broker accepting a block that starts at its current block's
+last id (KAFKA-20031: the sanity check used ``<`` instead of ``<=``), a
+controller failover replaying an old record.
 """
 
 from __future__ import annotations

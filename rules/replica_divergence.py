@@ -1,53 +1,41 @@
-"""replica-divergence: replicas of one partition (dumps of several brokers) that hold different batches.
-
-**What.** Followers copy the leader's record batches byte for byte, so every
+"""**What.** Followers copy the leader's record batches byte for byte, so every
 replica of a partition should hold the same batch at each offset: same producer
 id, epoch and base sequence, same last offset, same control type (COMMIT/ABORT
 marker or data) and the same CRC. When several brokers' log dirs of one
 cluster are ingested together, the rule compares their copies of each partition
-and reports (``evidence['kind']``):
+and reports, once per partition and kind (and per lacking broker for the
+missing kinds):
 
 * ``batch-mismatch`` — the replicas hold different batches at the same base
-  offset (the differing fields are listed);
+  offset;
 * ``missing-marker`` — a COMMIT/ABORT marker one replica holds and another
   replica lacks, although that replica's log covers the offset (between its
   first batch and its log end);
 * ``missing-batch`` — the same for a data batch.
 
-Findings are grouped per partition and kind (and per lacking broker for the
-missing kinds): first and last divergent offset, how many offsets, and the
-first divergence in detail. Only the live log of each replica is compared (no
-``.deleted`` copies). On compacted topics each replica's cleaner works on its
-own schedule (``LogCleaner``): it removes whole batches and, after
-``delete.retention.ms``, markers whose transaction has no data left, thins
-batches, and stamps delete horizons — so there replicas must agree only on what
-both still hold: producer id, epoch, base sequence, last offset (the cleaner
-keeps a v2 batch's base and last offset) and the control type at each base
-offset; missing batches or markers and CRC or record-count differences are not
-divergence. A partition counts as compacted when its ``cleanup.policy`` says so
-or any replica shows the cleaner's work (thinned batches, delete horizons, a
-``cleaner-offset-checkpoint`` entry). Brokers without a ``cluster.id`` are keyed
-by log dir and never compared.
+Only the live log of each replica is compared (no ``.deleted`` copies). On
+compacted topics each replica's cleaner works on its own schedule
+(``LogCleaner``): it removes whole batches and, after ``delete.retention.ms``,
+markers whose transaction has no data left, thins batches, and stamps delete
+horizons — so there replicas must agree only on what both still hold: producer
+id, epoch, base sequence, last offset (the cleaner keeps a v2 batch's base and
+last offset) and the control type at each base offset; missing batches or
+markers and CRC or record-count differences are not divergence. A partition
+counts as compacted when its ``cleanup.policy`` says so or any replica shows the
+cleaner's work (thinned batches, delete horizons, a ``cleaner-offset-checkpoint``
+entry). Brokers without a ``cluster.id`` are keyed by log dir and never compared.
+
+**Why it matters.** Consumers read from the leader, so what they get depends on
+which replica leads: after the next leader change they may read other records
+at the same offsets, or miss records they were already given. A marker present
+on one replica only means ``read_committed`` consumers see different results
+depending on the leader: on the replica without it the transaction is open and
+pins the LSO.
 
 **How it arises.** An unclean leader election (a replica outside the ISR became
 leader and the others truncated to it — or have not yet), replicas restored from
 different backups, a disk that lost a segment tail, a follower that could not
-truncate (KIP-101/KIP-279 leader-epoch truncation bugs in old versions). A marker
-present on one replica only means ``read_committed`` consumers see different
-results depending on which broker leads: on the replica without it the
-transaction is open and pins the LSO.
-
-**Evidence.** the replicas' brokers, the first divergent offset with the
-differing fields (min/max values across replicas), the brokers holding and
-lacking the batch, the number of divergent offsets, each replica's covered
-offset range.
-
-**Severity.** error.
-
-**Remediation.** Decide which replica is right (the one that was leader in the
-highest leader epoch: ``leader-epoch-checkpoint``), then rebuild the others from it:
-stop the broker, delete the partition directory and let it re-replicate, or
-reassign the partition. Check ``unclean.leader.election.enable``.
+truncate (KIP-101/KIP-279 leader-epoch truncation bugs in old versions).
 """
 
 from __future__ import annotations

@@ -1,26 +1,20 @@
-"""snapshot-log-mismatch: producer-state snapshots that disagree with the log they describe.
-
-**What.** A ``<offset>.snapshot`` file is the broker's own record of every
+"""**What.** A ``<offset>.snapshot`` file is the broker's own record of every
 producer it knew on the partition at that offset: epoch, the producer's last
 data batch (last offset, offset delta, last sequence), the last coordinator
-epoch and — for an open transaction — its first offset. On restart the broker
-loads the newest snapshot and replays the log from it, so a snapshot that
-disagrees with the log becomes wrong producer state. Findings
-(``evidence['kind']``):
+epoch and — for an open transaction — its first offset. The rule compares the
+snapshots with the log they describe and reports:
 
 * ``open-txn-below-log-start`` — an entry with an open transaction
   (``current_txn_first_offset``) that starts below the partition's log start
   offset, and no marker of that producer at or after the snapshot closes it:
   retention or DeleteRecords removed the beginning of a transaction that is
-  still open. The LSO stays pinned (at the log start) and, with all of the
-  transaction's data gone, no ``hanging-transaction`` finding can show it: only
-  the snapshot remembers it.
+  still open;
 * ``last-batch-mismatch`` — the batch the entry names as the producer's last one
   (``last_offset``, still inside the log) is not in the log as described: no
   batch of that producer ends there, or its producer id, epoch, first offset
   (``last_offset - offset_delta``) or last sequence differ. An entry with a last
   batch always carries that batch's epoch (a marker that changes the epoch clears
-  the batch metadata), so the comparison is exact.
+  the batch metadata), so the comparison is exact;
 * ``snapshot-ahead-of-log`` — a snapshot whose offset is above the replica's log
   end offset: the snapshot describes records the log no longer has (lost
   unflushed data after a crash, a truncation the snapshot survived, or segments
@@ -30,26 +24,18 @@ On compacted topics the cleaner drops a producer's older batches, so a
 ``last-batch-mismatch`` because *no* batch ends at ``last_offset`` is not
 reported there (a different batch at that offset still is).
 
+**Why it matters.** On restart the broker loads the newest snapshot and replays
+the log from it, so a snapshot that disagrees with the log becomes wrong
+producer state: valid appends rejected as out of sequence, retries accepted as
+new records. An open transaction below the log start pins the LSO at the log
+start (``read_committed`` consumers stall there), and with all its data deleted
+no ``hanging-transaction`` finding can show it: only the snapshot remembers it.
+
 **How it arises.** Retention deleting segments below an open transaction
 (retention is bounded by the high watermark, not by the LSO), DeleteRecords,
 unclean leader elections and truncation after the snapshot was taken, copies of
 a log dir assembled from different moments, disk corruption (the snapshot's CRC
 is checked, the correspondence with the log is not).
-
-**Evidence.** snapshot file offset, entry index, the entry's fields, the
-batch found at ``last_offset`` (producer id, epoch, base offset, last
-sequence), the log start and end offsets.
-
-**Severity.** error for ``open-txn-below-log-start`` and ``last-batch-mismatch``,
-warning for ``snapshot-ahead-of-log``.
-
-**Remediation.** ``open-txn-below-log-start``: abort the transaction with
-``kafka-transactions.sh abort`` (the command is in the finding; the broker still
-has the producer's state). ``last-batch-mismatch``: stop the broker and delete the
-partition's ``.snapshot`` files (the broker rebuilds producer state from the log,
-slower start) or let the replica re-replicate; look for truncation around the
-offset. ``snapshot-ahead-of-log``: check the dump is complete; otherwise compare
-the replicas (``replica-divergence``) for the records this replica lost.
 """
 
 from __future__ import annotations

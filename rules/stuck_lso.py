@@ -1,31 +1,25 @@
-"""stuck-lso: a partition whose last stable offset is pinned behind its high watermark.
-
-**What.** The LSO is the first offset of the earliest open transaction on the
+"""**What.** The LSO is the first offset of the earliest open transaction on the
 partition (ProducerStateManager.firstUnstableOffset), or the high watermark when
-none is open. ``read_committed`` consumers never read past it, and the cleaner
-never compacts past it. One open transaction that nobody will ever close stops
-both for good.
+none is open. The rule reports each replica whose LSO an open transaction holds
+behind the high watermark (``replication-offset-checkpoint``; the log end offset
+without one):
+
+* ``stuck`` — the pinning transaction is older than ``transaction.max.timeout.ms``:
+  the coordinator would have aborted a live transaction by then;
+* ``open`` — it is younger: ``hanging-transaction`` says whether it can still
+  complete.
+
+**Why it matters.** ``read_committed`` consumers never read past the LSO and the
+log cleaner never compacts past it, so one open transaction that nobody will
+ever close stops both for good: the groups reading the partition stall while
+its log grows. On ``__consumer_offsets`` an open transactional offset commit
+(``sendOffsetsToTransaction``) keeps the group's offsets *pending*: offset
+fetches with ``require_stable`` (KIP-447) answer UNSTABLE_OFFSET_COMMIT and the
+group's consumers cannot start.
 
 **How it arises.** Any hanging transaction (see ``hanging-transaction``): late
 writes after an abort, writes to partitions never added to a transaction,
-markers lost after an unclean leader election. On ``__consumer_offsets`` an open
-transactional offset commit (``sendOffsetsToTransaction``) keeps the group's
-offsets *pending*: offset fetches with ``require_stable`` (KIP-447) answer
-UNSTABLE_OFFSET_COMMIT and the group's consumers cannot start.
-
-**Evidence.** The pinning transaction (producer id/epoch, first offset), LSO,
-high watermark (``replication-offset-checkpoint``; log end offset when absent),
-lag in offsets and in time (newest timestamp on the partition minus the pinning
-transaction's first timestamp), whether the topic is compacted, which consumer
-groups commit offsets for the partition (they stall), and for
-``__consumer_offsets`` the groups whose commits are pending.
-
-**Severity.** error once the pin is older than ``transaction.max.timeout.ms``
-(the coordinator would have aborted a live transaction by then), else info.
-
-**Remediation.** Abort the pinning transaction (the command is in the finding);
-the LSO then advances to the next open transaction or the high watermark.
-Re-audit afterwards: another hanging transaction may be next in line.
+markers lost after an unclean leader election.
 """
 
 from __future__ import annotations
@@ -77,8 +71,8 @@ def run(ctx):
         F.col("pin.prev_coordinator_epoch").alias("prev_coordinator_epoch"))
 
     oc = ctx.table("offset_commits").where("NOT is_tombstone")
-    readers = oc.groupBy("topic", "partition").agg(F.sort_array(F.collect_set("group_id")).alias("groups"))
-    pin = pin.join(readers, ["topic", "partition"], "left")
+    readers = oc.groupBy("cluster_id", "topic", "partition").agg(F.sort_array(F.collect_set("group_id")).alias("groups"))
+    pin = pin.join(readers, ["cluster_id", "topic", "partition"], "left")
     pending = (
         oc.withColumnRenamed("log_topic", "o_topic").withColumnRenamed("log_partition", "o_partition")
         .where("o_topic = '__consumer_offsets' AND batch_is_transactional")

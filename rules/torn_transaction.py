@@ -1,6 +1,4 @@
-"""torn-transaction: a completed transaction whose partitions did not all get its marker.
-
-**What.** When a producer ends a transaction the coordinator writes
+"""**What.** When a producer ends a transaction the coordinator writes
 ``PrepareCommit`` (or ``PrepareAbort``) listing every partition of the
 transaction, writes a COMMIT (ABORT) marker to each of them, and only when all
 markers are acknowledged writes ``CompleteCommit`` (``CompleteAbort``). A
@@ -10,16 +8,13 @@ holds a marker of the decided type from that producer. This rule pairs each
 ``Complete*`` with an empty partition list: the partitions and the epoch the
 markers carry are the ``Prepare*`` record's) and looks, on every replica in the
 dump of every listed partition, for the producer's markers with that epoch
-written in the transaction's time window (below) (``evidence['classification']``):
+written in the transaction's time window (below):
 
 * ``wrong-marker`` — the partition got the *other* marker type: part of the
-  transaction was committed and part aborted. ``read_committed`` consumers of
-  this partition see data the rest of the transaction discarded, or lose data
-  the rest kept.
-* ``missing-marker`` — no marker of that producer and epoch at all, although
-  the replica's log reaches past the ``Complete*`` record. The transaction's data
-  on this partition stays open (see ``hanging-transaction``) while the
-  coordinator believes it finished.
+  transaction was committed and part aborted;
+* ``missing-commit-marker``, ``missing-abort-marker`` — no marker of that
+  producer and epoch at all, although the replica's log reaches past the
+  ``Complete*`` record.
 
 Markers are matched by producer id, marker epoch (= the ``Prepare*`` record's
 epoch, transaction.version 0/1 and 2 alike) and a time window the protocol
@@ -36,11 +31,19 @@ With transaction.version 2 every transaction has its own epoch as well. The
 first COMMIT and the first ABORT marker at or after each window start are found
 with one running window over the producer's markers (no pairwise join).
 
-Only partitions that are in the dump are judged; ``missing-marker`` is not
+Only partitions that are in the dump are judged; a missing marker is not
 judged on compacted topics (the cleaner removes markers), on a replica whose
 newest timestamp is older than the ``Complete*`` record (it may just be
 behind), nor where retention has removed the producer's history (log start
 above 0 and no marker of that epoch nor open data on the replica).
+
+**Why it matters.** The transaction is no longer atomic. With a
+``wrong-marker``, ``read_committed`` consumers of this partition see data the
+rest of the transaction discarded, or lose data the rest kept — and they already
+have. A missing marker leaves the transaction's data open on the partition
+(``hanging-transaction``: the LSO is pinned) while the coordinator believes it
+finished; a missing COMMIT cannot be written by hand, so the committed records
+there will end up aborted.
 
 **How it arises.** A delayed EndTxn applied to a later transaction of the same
 producer epoch — typically a client that aborts after its commit timed out, or a
@@ -49,23 +52,6 @@ KIP-890 closes it by bumping the epoch on every transaction), an admin abort (``
 partition the coordinator was about to commit, markers lost with a replica
 truncated after an unclean leader election, or a coordinator that wrote
 ``Complete*`` without all acknowledgements.
-
-**Evidence.** transactional id, coordinator decision, ``Prepare*`` and
-``Complete*`` offsets and timestamps, the marker epoch expected, the markers
-found (offset and type), whether the producer has open data on the replica.
-
-**Severity.** critical for ``wrong-marker`` (atomicity broken, consumers already
-disagree), error for ``missing-marker``.
-
-**Remediation.** ``wrong-marker``: the outcome cannot be repaired in Kafka; find
-the affected records (the offsets are in the finding) and reconcile downstream
-systems with the decision the coordinator recorded. To prevent it, enable
-transaction.version 2 (brokers and clients 4.0+) and never abort a transaction
-whose commit timed out (retry the commit or close the producer). ``missing-marker``: if the
-decision was ABORT, abort the open data with ``kafka-transactions.sh abort``; if
-it was COMMIT there is no tool to write a COMMIT marker — the open data will
-be aborted by an admin abort and must be re-produced; compare the partition's
-replicas first (the marker may exist on the leader).
 """
 
 from __future__ import annotations

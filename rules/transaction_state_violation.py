@@ -1,12 +1,10 @@
-"""transaction-state-violation: coordinator records that break the transaction state machine, or never finish.
-
-**What.** The transaction coordinator writes one ``__transaction_state`` record
+"""**What.** The transaction coordinator writes one ``__transaction_state`` record
 per state change of a transactional id, and only along the edges of its state
 machine (``TransactionState``): ``Empty → Ongoing → PrepareCommit →
 CompleteCommit`` or ``… → PrepareAbort → CompleteAbort``, then ``Empty`` or
 ``Ongoing`` again; with transaction.version 2 also ``PrepareAbort`` straight
 from ``Empty``/``Complete*``. Replaying an id's records in offset order, the
-rule reports (``evidence['kind']``):
+rule reports:
 
 * ``invalid-transition`` — two consecutive records whose states are not an
   edge of the machine (e.g. ``PrepareCommit → CompleteAbort``, ``Ongoing →
@@ -21,7 +19,7 @@ rule reports (``evidence['kind']``):
 * ``prepare-never-completed`` — the id's last record is ``PrepareCommit`` or
   ``PrepareAbort`` and is older than ``transaction.max.timeout.ms`` at the audit's
   reference time: the coordinator decided the outcome but never finished
-  writing the markers, so the transaction is stuck and its partitions' LSO with it.
+  writing the markers.
 * ``ongoing-timed-out`` — the id's last record is ``Ongoing`` and the transaction
   is older than its own ``transaction.timeout.ms`` (plus the 10 s abort scan,
   ``transaction.abort.timed.out.transaction.cleanup.interval.ms``): the
@@ -32,6 +30,14 @@ than a later record of the same id, so the records kept are a suffix of the
 id's history and consecutive rows really are consecutive changes. Replicas of
 the same partition (several brokers' dumps) are read once per offset.
 
+**Why it matters.** A coordinator rebuilds its state from these records when it
+loads the partition: a history that breaks the state machine (two coordinators
+writing, an altered log) loads a state that may fence the wrong producer or
+send the wrong markers. A transaction stuck in ``Prepare*`` keeps its
+partitions' LSO pinned (``read_committed`` consumers stall) and its transactional
+id blocked (CONCURRENT_TRANSACTIONS) until the markers are written; an
+``Ongoing`` past its timeout holds LSOs longer than the coordinator should allow.
+
 **How it arises.** Two brokers acting as coordinator for the same
 ``__transaction_state`` partition (a zombie coordinator after a leader change,
 cf. KAFKA-9144 on the marker side), a restored or hand-edited log, or broker
@@ -39,27 +45,6 @@ bugs. Transactions stuck in ``Prepare*``: the coordinator lost track of pending
 markers (KAFKA-16352), markers it cannot write (a partition without a leader,
 or markers the partition leader rejects — KAFKA-19999, the transaction.version 2
 marker epoch check), or a coordinator that stopped scheduling retries.
-
-**Evidence.** previous and current state, producer id and epoch of both
-records, their offsets and timestamps, the allowed predecessors of the state,
-the partitions still waiting for markers (``Prepare*``) or in the transaction
-(``Ongoing``), the transaction timeout and the age at the reference time.
-
-**Severity.** error for invalid transitions, epoch regressions and stuck
-``Prepare*``; warning for an ``Ongoing`` past its timeout and for in-memory
-states on disk.
-
-**Remediation.** Stuck ``Prepare*``: make sure every listed partition has a
-leader, then move leadership of the ``__transaction_state`` partition (restart
-or preferred-leader election of the coordinator) so the new coordinator reloads
-the state and resends the markers; upgrade brokers affected by KAFKA-16352. Do
-not abort a ``PrepareCommit`` transaction by hand: that tears it. Timed-out
-``Ongoing``: check the coordinator for failed writes to ``__transaction_state``
-(``min.insync.replicas``) and describe the id (``kafka-transactions.sh describe
---transactional-id``). Invalid transitions and epoch regressions: check the
-leader history of the ``__transaction_state`` partition around the offsets for
-two coordinators, compare its replicas, and re-initialise the producer
-(``initTransactions``) so the coordinator writes a fresh state.
 """
 
 from __future__ import annotations

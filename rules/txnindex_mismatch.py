@@ -1,25 +1,19 @@
-"""txnindex-mismatch: ``.txnindex`` entries that disagree with the ABORT markers in the log.
-
-**What.** When a partition leader (or a follower, or log recovery) appends an
+"""**What.** When a partition leader (or a follower, or log recovery) appends an
 ABORT marker that closes a transaction with data on the partition, it adds an
 entry (producer id, first offset of the transaction's data, marker offset, LSO)
-to the ``.txnindex`` of the active segment. ``read_committed`` consumers get
-these entries with every fetch and drop the aborted records by producer id and
-offset range: the index, not the marker, decides what they skip. The rule
-matches entries with markers per replica on (producer id, marker offset) and
-reports (``evidence['kind']``):
+to the ``.txnindex`` of the active segment. The rule matches entries with
+markers per replica on (producer id, marker offset) and reports:
 
 * ``missing-entry`` — an ABORT marker that closed a transaction with data but
-  has no entry: ``read_committed`` consumers **see the aborted records**.
-* ``first-offset-mismatch`` — the entry's first offset is not the first data
-  offset of the aborted transaction. Above it (error): the records in between
-  are exposed to ``read_committed`` consumers; below it (warning): harmless for
-  consumers but the index is wrong.
+  has no entry;
+* ``first-offset-mismatch-exposed`` — the entry's first offset is above the
+  first data offset of the aborted transaction: the records in between are not
+  skipped; ``first-offset-mismatch`` — it is below it: harmless for consumers,
+  but the index is wrong;
 * ``no-marker`` — an entry with no ABORT marker of that producer at its last
-  offset (``not-an-abort`` when a COMMIT marker sits there: consumers drop
-  *committed* records).
+  offset; ``not-an-abort`` when a COMMIT marker sits there;
 * ``entry-without-data`` — an entry for an abort that closed no data (the broker
-  writes none for those).
+  writes none for those);
 * ``out-of-order`` — an entry whose last offset is not above the previous entry's
   in the same file (the broker never appends such an entry).
 
@@ -31,8 +25,16 @@ below the log start offset are not compared with the (partly deleted) data. On
 compacted topics the cleaner keeps an aborted transaction's entry (and its
 marker) in the pass that removes the transaction's data, and the entry keeps
 the original first offset when the first batches go: ``entry-without-data`` and
-a ``first-offset-mismatch`` below the data are not reported there; ``no-marker``
-and an exposed ``first-offset-mismatch`` are info.
+a ``first-offset-mismatch`` below the data are not reported there, and a missing
+marker or an exposed range is ``no-marker-compacted`` /
+``first-offset-mismatch-compacted``.
+
+**Why it matters.** ``read_committed`` consumers get these entries with every
+fetch and drop the aborted records by producer id and offset range: the index,
+not the marker, decides what they skip. A missing or short entry delivers
+aborted records to them as if committed; an entry on a COMMIT marker silently
+drops committed records — on every read of that range, and differently from a
+replica whose index is right.
 
 **How it arises.** A crash between appending the marker and writing the index
 (the broker rebuilds indexes only for segments it recovers: after a clean
@@ -40,20 +42,6 @@ shutdown flag that lied, the index stays incomplete), a ``.txnindex`` deleted or
 copied from another replica, disk corruption, or a broker bug in building the
 entry (the transaction's first offset comes from producer state, so wrong
 producer state — see ``snapshot-log-mismatch`` — yields wrong entries).
-
-**Evidence.** entry (file segment, index, first/last offset, LSO), marker
-(offset, type), first data offset of the transaction, the number of data
-batches it had.
-
-**Severity.** error for missing entries, exposed ranges, entries on a COMMIT
-marker and out-of-order entries; warning otherwise; info on compacted topics as
-described above.
-
-**Remediation.** Stop the broker, delete the partition's ``.txnindex`` files
-together with its ``.index``/``.timeindex`` files and the clean-shutdown file so
-the broker recovers the segments and rebuilds the indexes, or let the replica
-re-replicate from a healthy leader. Consumers that read the affected range with
-``read_committed`` may have processed aborted records: reprocess or reconcile them.
 """
 
 from __future__ import annotations

@@ -1,33 +1,33 @@
-"""unknown-producer-gap: a producer whose first retained batch does not start at sequence 0.
-
-**What.** The broker rebuilds producer state from snapshots and the log. If the
+"""**What.** The broker rebuilds producer state from snapshots and the log. If the
 earliest batch a partition still holds for a producer id has a non-zero base
 sequence, and no producer snapshot taken before that batch remembers the producer
 unexpired with the sequence the batch continues, the broker had *no state* for
 it (retention alone does not drop a producer's state since KIP-360; expiry after
 ``producer.id.expiration.ms`` does, and so does a restart that loads no snapshot
-holding it): before Kafka 2.5 that surfaced as UNKNOWN_PRODUCER_ID to the
-client, and the KIP-185 follow-up discussion showed it being misreported as
-OutOfOrderSequence — spurious errors, not data loss.
+holding it). The rule reports:
+
+* ``retention`` — the log start offset is above 0: the producer's earlier
+  batches went with deleted segments or records;
+* ``unexplained`` — nothing was deleted (the log still starts at 0), yet the
+  producer's earlier sequences are missing.
+
+On compacted topics the cleaner removes a producer's earlier batches by design
+and keeps its last one (so the broker keeps its state): not reported there.
+
+**Why it matters.** ``retention`` is not data loss but spurious errors: the
+producer's next write meets no state and gets UNKNOWN_PRODUCER_ID before Kafka
+2.5 (misreported as OutOfOrderSequence, as the KIP-185 follow-up discussion
+showed), an error the application has to handle: older clients fail the send.
+``unexplained`` is data loss:
+the producer's earlier records are gone from a log that was never trimmed.
 
 **How it arises.** Retention or DeleteRecords removed the producer's earlier
 batches (the log start offset moved past them) while the producer was still
 alive, or its state expired (``producer.id.expiration.ms``). KIP-360 made the
 broker accept such producers (any sequence when it has no state) and lets the
 client bump its epoch safely. The same on-disk pattern in a log that still
-starts at its first offset has no such explanation: the producer's earlier
-batches are gone — truncation or loss.
-
-**Classification** (``evidence['classification']``): ``retention`` (log start
-offset above 0: state removed with the deleted segments/records — spurious),
-``unexplained`` (nothing was deleted: loss). On compacted topics the cleaner
-removes a producer's earlier batches by design and keeps its last one (so the
-broker keeps its state): not reported there.
-
-**Remediation.** ``retention``: none for data; raise ``retention.ms`` /
-``producer.id.expiration.ms`` for low-traffic producers or upgrade clients to
-KIP-360 (2.5+) behaviour. ``unexplained``: investigate truncation (unclean
-leader election) around the first offset.
+starts at its first offset has no such explanation: truncation (an unclean
+leader election) or loss.
 """
 
 from __future__ import annotations

@@ -3,7 +3,12 @@
 Rows are given as plain dicts with only the columns a test cares about; every
 other column of the table's real schema (``auditor.ingest.tables.TABLES``) is
 filled with a neutral default, and every table of the catalog is written (empty
-when unused), with an ``_ingest.json`` manifest, exactly as ``ingest`` lays them out.
+when unused), with the ``files`` inventory and an ``_ingest.json`` manifest,
+exactly as ``ingest`` lays them out.
+
+Rows go to the cluster ``self.cluster`` (``test-cluster`` unless set): the rule
+cases (``tests/rule_cases.py``) put each case in a cluster of its own. The
+method names and keyword arguments are what a case file's ``input`` calls.
 """
 
 from __future__ import annotations
@@ -22,14 +27,15 @@ CLUSTER = "test-cluster"
 
 
 class TableSet:
-    def __init__(self, root: Path, broker_id: int = 1) -> None:
+    def __init__(self, root: Path, broker_id: int = 1, cluster: str = CLUSTER) -> None:
         self.root = Path(root)
         self.broker_id = broker_id
-        self.rows: dict[str, list[dict]] = {name: [] for name in TABLES}
+        self.cluster = cluster
+        self.rows: dict[str, list[dict]] = {name: [] for name in (*TABLES, "files")}
 
     def _ctx(self, topic: str | None, partition: int | None, broker_id: int | None = None) -> dict:
         b = self.broker_id if broker_id is None else broker_id
-        return {"cluster_id": CLUSTER, "broker_id": b, "log_dir": f"/data/broker-{b}", "topic": topic,
+        return {"cluster_id": self.cluster, "broker_id": b, "log_dir": f"/data/broker-{b}", "topic": topic,
                 "partition": partition, "file": f"/data/broker-{b}/{topic}-{partition}/00000000000000000000.log"}
 
     # -- batches -------------------------------------------------------------
@@ -63,10 +69,11 @@ class TableSet:
     def txn(self, transactional_id: str, offset: int, state: str, producer_id: int, producer_epoch: int = 0, *,
             partitions: list[tuple[str, int]] | None = None, timeout_ms: int = 60_000, start_ms: int = -1,
             updated_ms: int | None = None, txn_partition: int = 0, previous_producer_id: int = -1,
-            next_producer_id: int = -1) -> "TableSet":
+            next_producer_id: int = -1, client_transaction_version: int | None = None,
+            broker_id: int | None = None) -> "TableSet":
         states = ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"]
         self.rows["transaction_log"].append({
-            **self._ctx("__transaction_state", txn_partition), "offset": offset, "timestamp": updated_ms or T0 + offset,
+            **self._ctx("__transaction_state", txn_partition, broker_id), "offset": offset, "timestamp": updated_ms or T0 + offset,
             "batch_position": offset * 100, "batch_producer_id": -1, "batch_producer_epoch": -1, "batch_is_transactional": False,
             "record_type": "transaction", "key_version": 0, "transactional_id": transactional_id, "value_version": 0,
             "is_tombstone": False, "producer_id": producer_id, "previous_producer_id": previous_producer_id,
@@ -74,8 +81,18 @@ class TableSet:
             "state_id": states.index(state), "state": state,
             "topic_partitions": None if partitions is None else [{"topic": t, "partition": p} for t, p in partitions],
             "last_update_timestamp_ms": updated_ms or T0 + offset, "start_timestamp_ms": start_ms,
-            "client_transaction_version": None, "unknown_tags_json": None,
+            "client_transaction_version": client_transaction_version, "unknown_tags_json": None,
         })
+        return self
+
+    def tombstone(self, transactional_id: str, offset: int, *, txn_partition: int = 0,
+                  broker_id: int | None = None) -> "TableSet":
+        """The tombstone expiry writes for a transactional id (no value)."""
+        self.txn(transactional_id, offset, "Empty", 0, txn_partition=txn_partition, broker_id=broker_id)
+        self.rows["transaction_log"][-1].update(
+            is_tombstone=True, value_version=None, producer_id=None, previous_producer_id=None, next_producer_id=None,
+            producer_epoch=None, transaction_timeout_ms=None, state_id=None, state=None, topic_partitions=None,
+            last_update_timestamp_ms=None, start_timestamp_ms=None)
         return self
 
     def checkpoint(self, kind: str, topic: str, partition: int, offset: int, broker_id: int | None = None) -> "TableSet":
@@ -83,12 +100,90 @@ class TableSet:
                                          "checkpoint_kind": kind, "offset": offset, "line": 3})
         return self
 
+    # -- side files ----------------------------------------------------------
+    def snapshot_entry(self, topic: str, partition: int, snapshot_offset: int, entry_index: int, producer_id: int,
+                       producer_epoch: int, *, last_offset: int = -1, offset_delta: int = 0, last_sequence: int = -1,
+                       current_txn_first_offset: int | None = None, coordinator_epoch: int = -1,
+                       last_timestamp: int = T0, broker_id: int | None = None) -> "TableSet":
+        """One producer entry of ``<snapshot_offset>.snapshot`` (first offset and sequence derived from the delta)."""
+        return self.add("producer_snapshots", topic, partition, broker_id=broker_id, snapshot_offset=snapshot_offset,
+                        entry_index=entry_index, producer_id=producer_id, producer_epoch=producer_epoch,
+                        last_sequence=last_sequence, first_sequence=-1 if last_sequence < 0 else last_sequence - offset_delta,
+                        last_offset=last_offset, offset_delta=offset_delta,
+                        first_offset=-1 if last_offset < 0 else last_offset - offset_delta, last_timestamp=last_timestamp,
+                        coordinator_epoch=coordinator_epoch, current_txn_first_offset=current_txn_first_offset,
+                        crc_valid=True)
+
+    def txnindex_entry(self, topic: str, partition: int, entry_index: int, producer_id: int, first_offset: int,
+                       last_offset: int, *, in_order: bool = True, segment_base_offset: int = 0,
+                       last_stable_offset: int | None = None, broker_id: int | None = None) -> "TableSet":
+        """One entry of a ``.txnindex`` (the LSO defaults to the marker offset + 1)."""
+        lso = last_offset + 1 if last_stable_offset is None else last_stable_offset
+        return self.add("aborted_txns", topic, partition, broker_id=broker_id, entry_index=entry_index, version=0,
+                        producer_id=producer_id, first_offset=first_offset, last_offset=last_offset,
+                        last_stable_offset=lso, in_order=in_order, segment_base_offset=segment_base_offset)
+
+    def pid_block(self, next_producer_id: int, *, offset: int | None = None, granted_to: int = 1,
+                  source: str = "log", block_start: int | None = None, block_end: int | None = None,
+                  broker_epoch: int = 5, ts: int | None = None, broker_id: int | None = None) -> "TableSet":
+        """A producer-id grant: a ProducerIdsRecord of ``__cluster_metadata`` (``source`` log or
+        snapshot, read from broker ``broker_id``'s metadata log) or the ZooKeeper block
+        (``zookeeper``); the block is the 1000 ids below ``next_producer_id`` unless given."""
+        start = next_producer_id - 1000 if block_start is None else block_start
+        end = next_producer_id - 1 if block_end is None else block_end
+        self.rows["producer_id_blocks"].append({
+            **self._table_ctx("producer_id_blocks", "__cluster_metadata", 0, broker_id), "broker_id": granted_to,
+            "broker_epoch": broker_epoch, "next_producer_id": next_producer_id, "block_start": start, "block_end": end,
+            "source": source, "offset": offset,
+            "timestamp": ts if ts is not None else (None if offset is None else T0 + offset)})
+        return self
+
+    def offset_commit(self, group_id: str, topic: str, partition: int, committed_offset: int, *, offset: int,
+                      consumer_offsets_partition: int = 0, producer_id: int = -1, producer_epoch: int = -1,
+                      transactional: bool = False, tombstone: bool = False, ts: int | None = None,
+                      broker_id: int | None = None) -> "TableSet":
+        """An offset commit record at ``offset`` of ``__consumer_offsets-<consumer_offsets_partition>``
+        (a transactional one carries its producer); the batch holding it is added separately."""
+        t = ts if ts is not None else T0 + offset
+        self.rows["offset_commits"].append({
+            **self._table_ctx("offset_commits", "__consumer_offsets", consumer_offsets_partition, broker_id),
+            "offset": offset, "timestamp": t, "batch_producer_id": producer_id, "batch_producer_epoch": producer_epoch,
+            "batch_is_transactional": transactional, "record_type": "offset_commit", "key_version": 1,
+            "group_id": group_id, "topic": topic, "partition": partition, "is_tombstone": tombstone,
+            "committed_offset": None if tombstone else committed_offset, "commit_timestamp_ms": t})
+        return self
+
+    def config(self, name: str, value: str, *, topic: str | None = None, broker: int | None = None,
+               offset: int = 0) -> "TableSet":
+        """A ConfigRecord of the metadata log: a topic's (``topic``), a broker's (``broker``) or the
+        cluster-wide broker default (neither)."""
+        kind, res = (2, topic) if topic is not None else (4, "" if broker is None else str(broker))
+        return self.add("metadata_records", "__cluster_metadata", 0, offset=offset, timestamp=T0 + offset,
+                        record_type="CONFIG_RECORD", config_resource_type=kind, config_resource_name=res,
+                        config_name=name, config_value=value, source="log")
+
+    def inventory_file(self, topic: str, partition: int, kind: str, base_offset: int,
+                       broker_id: int | None = None) -> "TableSet":
+        """A live ``files`` inventory row (``txn-index`` or ``producer-snapshot``), e.g. an empty file
+        that left no rows in its table."""
+        ctx = self._ctx(topic, partition, broker_id)
+        ext = {"txn-index": "txnindex", "producer-snapshot": "snapshot"}[kind]
+        self.rows["files"].append({
+            "path": f"{ctx['log_dir']}/{topic}-{partition}/{base_offset:020d}.{ext}", "input_root": ctx["log_dir"],
+            "log_dir": ctx["log_dir"], "cluster_id": ctx["cluster_id"], "broker_id": ctx["broker_id"], "topic": topic,
+            "partition": partition, "dir_status": "live", "kind": kind, "file_status": "live", "base_offset": base_offset,
+            "size": 0, "status": "empty", "problem_count": 0})
+        return self
+
     def add(self, table: str, topic: str | None = None, partition: int | None = None, **cols) -> "TableSet":
         """Any other table: context + the given columns."""
-        spec = TABLES[table]
-        ctx = {spec.context_name(k): v for k, v in self._ctx(topic, partition, cols.pop("broker_id", None)).items()}
-        self.rows[table].append({**ctx, **cols})
+        self.rows[table].append({**self._table_ctx(table, topic, partition, cols.pop("broker_id", None)), **cols})
         return self
+
+    def _table_ctx(self, table: str, topic: str | None, partition: int | None, broker_id: int | None) -> dict:
+        """The context columns under ``table``'s names for them (``log_topic``, ``log_broker_id``...)."""
+        spec = TABLES[table]
+        return {spec.context_name(k): v for k, v in self._ctx(topic, partition, broker_id).items()}
 
     # -- output --------------------------------------------------------------
     def write(self) -> Path:
@@ -103,6 +198,7 @@ class TableSet:
             counts[name] = len(rows)
         d = self.root / "files"
         d.mkdir(exist_ok=True)
-        pq.write_table(FILES_SCHEMA.empty_table(), d / "part-00000.parquet")
+        files = [{f.name: r.get(f.name) for f in FILES_SCHEMA} for r in self.rows["files"]]
+        pq.write_table(pa.Table.from_pylist(files, schema=FILES_SCHEMA), d / "part-00000.parquet")
         (self.root / "_ingest.json").write_text(json.dumps({"tables": counts}))
         return self.root

@@ -409,9 +409,7 @@ def test_coordinator_partition_count_sources(tmp_path):
 
     t = TableSet(tmp_path / "t")
     t.txn("gone", 0, "Empty", 4, updated_ms=T0)
-    t.txn("gone", 1, "Empty", 4, updated_ms=T0 + 1)
-    t.rows["transaction_log"][-1].update(is_tombstone=True, state=None, state_id=None, producer_id=None,
-                                         producer_epoch=None, value_version=None)
+    t.tombstone("gone", 1)
     root = t.write()
     runner = CliRunner()
     default = _jsonl(runner.invoke(cli, ["coordinator", str(root), "never-seen", "--format", "jsonl"]))

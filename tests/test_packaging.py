@@ -294,6 +294,14 @@ def test_txn_audit_rules_from_the_wheel_alone(unzipped):
     assert ids == _source_ids(), proc.stdout
 
 
+def test_txn_audit_explain_from_the_wheel_alone(unzipped):
+    """The example of a rule's page comes from rules/examples.json: package data the wheel must carry."""
+    proc = _run_from_wheel(unzipped, "cli", "explain", "hanging-transaction")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Example" in proc.stdout and "From the case tests/rules/hanging-transaction/" in proc.stdout, proc.stdout
+    assert "(no example case)" not in proc.stdout
+
+
 # ---------------------------------------------------------------------------------------------------
 # The Dockerfile
 

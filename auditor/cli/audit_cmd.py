@@ -13,7 +13,7 @@ import click
 from rich.markdown import Markdown
 from rich.table import Table
 
-from auditor.cli.console import err, out, safe, wide
+from auditor.cli.console import err, safe, wide
 from auditor.cli.progress import StageProgress
 from auditor.cli.report_cmd import InputError, emit_report, exit_with, make_filters, report_options
 from auditor.engine.rule import discover
@@ -153,6 +153,9 @@ def explain_cmd(rule) -> None:
     rules = {r.id: r for r in discover()}
     if rule not in rules:
         raise click.UsageError(f"unknown rule {rule!r}; see `txn-audit rules`")
+    from rich.console import Console
+
     from auditor.report.rule_docs import rule_markdown
 
-    out.print(Markdown(rule_markdown(rules[rule])))
+    # wrapped to the terminal (80 columns when piped): the shared console does not wrap, and would crop
+    Console(highlight=False).print(Markdown(rule_markdown(rules[rule])))

@@ -2,9 +2,11 @@
 
 Rules live in the top-level ``rules`` package, one module per rule, each
 exposing ``RULE``. Like ruff's and sqlfluff's catalogs, every rule has a stable
-id (never reused), a one-line title, a default severity and documentation that
-says what the anomaly is, how it arises, which Kafka proposal or JIRA is
-behind it, what evidence it reports and what to do about it.
+id (never reused), a one-line title and documentation: its module docstring says
+what the anomaly is, why it matters and how it arises; its declaration says the
+rest once — the evidence it reports, the severity, message and remediation of
+each kind, the Kafka proposals behind it — and
+:func:`auditor.report.rule_docs.rule_markdown` renders both into its page.
 """
 
 from __future__ import annotations

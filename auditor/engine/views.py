@@ -326,12 +326,13 @@ class AuditContext:
 
     @view()
     def coordinator_partitions(self):
-        """One row, one column ``coordinator_partitions``: how many ``__transaction_state``
-        partitions the dump holds records of (a DataFrame, so a rule can cross-join
-        it without a Spark job of its own)."""
+        """Per cluster (``cluster_id``, ``coordinator_partitions``): how many
+        ``__transaction_state`` partitions the dump holds records of; a cluster without
+        any has no row (a DataFrame, so a rule can join it without a Spark job of its own)."""
         from pyspark.sql import functions as F
 
-        return self.table("transaction_log").agg(F.countDistinct("partition").alias("coordinator_partitions"))
+        return self.table("transaction_log").groupBy("cluster_id").agg(
+            F.countDistinct("partition").alias("coordinator_partitions"))
 
     @view()
     def coordinator_records(self):

@@ -1,34 +1,86 @@
 """A rule's documentation, rendered from the rule itself (one source).
 
-The module docstring of a rule says what the anomaly is, why it matters and how
-it arises (prose); the rest comes from the rule's declaration: the evidence it
-reports, the severity of each kind, the message each kind gets, what fixes it,
-and the Kafka proposals behind it. ``txn-audit explain`` prints this page and
+The module docstring of a rule holds the prose, in :data:`SECTIONS` order: what
+the anomaly is (naming each kind), why it matters and how it arises. The rest
+comes from the rule's declaration: the evidence it reports, the severity and
+message of each kind, what fixes it, and the Kafka proposals behind it. The
+example is the first finding of the rule's example case
+(``tests/rules/<rule-id>/<case>.yaml`` marked ``example: true``), which
+``scripts/build_docs.py`` copies into ``rules/examples.json`` so that an
+installed package has it too. ``txn-audit explain`` prints this page and
 ``scripts/build_docs.py`` writes every rule's page into ``docs/rules.md``.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from functools import lru_cache
+
 from auditor.engine.rule import Rule
 
+SECTIONS = ("What", "Why it matters", "How it arises")
+_HEADING = re.compile(r"^\*\*(.+?)\.\*\*[ \t]*", re.M)
+_REFERENCE = re.compile(r"KAFKA-\d+")
+JIRA = "https://issues.apache.org/jira/browse/"
 
-def rule_markdown(rule: Rule, level: int = 1) -> str:
+
+def doc_sections(doc: str) -> list[tuple[str, str]]:
+    """The ``**Heading.** text`` sections of a rule's docstring, in order: (heading, text)."""
+    marks = list(_HEADING.finditer(doc))
+    return [(m.group(1), doc[m.end():marks[i + 1].start() if i + 1 < len(marks) else len(doc)].strip())
+            for i, m in enumerate(marks)]
+
+
+@lru_cache(maxsize=1)
+def examples() -> dict[str, dict]:
+    """Each rule's example (``rules/examples.json``): the case it comes from and its first finding."""
+    from importlib.resources import files
+
+    path = files("rules").joinpath("examples.json")
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def rule_markdown(rule: Rule, level: int = 1, example: dict | None = None) -> str:
+    """The rule's page; ``example`` (as in ``rules/examples.json``) defaults to the rule's own."""
     h = "#" * level
-    lines = [f"{h} {rule.id}", "", f"*{rule.title}*", "", rule.doc.strip(), ""]
+    lines = [f"{h} {rule.id}", "", f"*{rule.title}*", ""]
+    for heading, text in doc_sections(rule.doc):
+        lines += [f"{h}# {heading}", "", text, ""]
     lines += [f"{h}# Evidence", "", "| field | type | meaning |", "|---|---|---|"]
-    lines += [f"| `{e.name}` | {e.type} | {e.doc} |" for e in rule.evidence]
+    lines += [f"| `{e.name}` | {e.type} | {_md_cell(e.doc)} |" for e in rule.evidence]
     lines += ["", f"{h}# Severity", "", "| kind | severity | message |", "|---|---|---|"]
     lines += [f"| `{name}` | {k.severity} | {_md_cell(k.message)} |" for name, k in rule.kinds.items()]
+    lines += ["", f"{h}# Example", ""]
+    lines += _example(example if example is not None else examples().get(rule.id))
     lines += ["", f"{h}# Remediation", ""]
     for name, k in rule.kinds.items():
-        lines.append(f"* `{name}`: {k.advice or 'no action needed.'}" if not k.commands else
-                     f"* `{name}`: {k.advice}".rstrip(": ") + ("" if k.advice else ""))
+        lines.append(f"* `{name}`: {k.advice or ('' if k.commands else 'no action needed.')}".rstrip())
         for c in k.commands:
             label = f" ({c.applies_to})" if c.applies_to else ""
             lines.append(f"  * `{c.template}`{label}")
     lines += ["", f"{h}# References", ""]
-    lines += [f"* {p}" for p in rule.proposals]
+    lines += [f"* {_reference(p)}" for p in rule.proposals]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _example(ex: dict | None) -> list[str]:
+    if not ex:
+        return ["(no example case)"]
+    f = ex["finding"]
+    lines = [f"From the case `{ex['case']}`: {ex['description']}", "",
+             f"A `{f['kind']}` finding ({f['severity']}):", "", f"> {f['message']}", ""]
+    if f.get("remediation_commands"):
+        lines += ["```sh"]
+        lines += [c["command"] + (f"  # {c['applies_to']}" if c.get("applies_to") else "") for c in f["remediation_commands"]]
+        lines += ["```", ""]
+    lines += ["Evidence:", "", "```json", json.dumps(f["evidence"], indent=2), "```"]
+    return lines
+
+
+def _reference(p: str) -> str:
+    """A proposal: a JIRA issue as a link; a KIP by its id (its wiki address carries its title)."""
+    return f"[{p}]({JIRA}{p})" if _REFERENCE.fullmatch(p) else p
 
 
 def _md_cell(text: str) -> str:

@@ -1,0 +1,105 @@
+"""Every rule case of ``tests/rules/<rule-id>/<case>.yaml`` (format: ``tests/rule_cases.py``).
+
+All cases go into one table set, each in its own cluster, and one audit of every
+rule runs over it (cases with ``options`` are audited apart, one audit per set of
+options); each case then requires the findings of its rule in its cluster to be
+exactly its expected findings, every column.
+
+``REGEN_RULE_CASES=1`` (or a glob of case ids, ``hanging-transaction/*``) first
+writes each selected case's actual findings into its file, from an audit of that
+case *alone*: the shared audit that follows then also checks that no case's
+findings depend on another case. Expectations written so must be reviewed by
+hand against the rule's documentation before they are committed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from collections import defaultdict
+
+import pytest
+
+from auditor.engine.audit import audit
+from auditor.engine.rule import catalog
+from auditor.engine.views import AuditOptions
+from rule_cases import COLUMNS, add_case, canonical, load_cases, time_value, write_findings
+from tables_builder import TableSet
+
+pytestmark = pytest.mark.spark
+
+CASES = load_cases()
+REGEN = os.environ.get("REGEN_RULE_CASES", "")
+
+
+def _groups(cases) -> dict[str, list]:
+    """Cases by their audit options (JSON text; ``{}``: the shared audit)."""
+    out: dict[str, list] = defaultdict(list)
+    for c in cases:
+        out[json.dumps(c.options, sort_keys=True)].append(c)
+    return out
+
+
+def _audit(spark, root, cases) -> list[dict]:
+    t = TableSet(root)
+    for c in cases:
+        add_case(t, c)
+    t.write()
+    options = AuditOptions(**time_value(cases[0].options))
+    rules = sorted({c.rule for c in cases}) if len(cases) == 1 or cases[0].options else ()
+    return audit(spark, str(root), options=options, only=rules).findings
+
+
+def _regenerate(spark, tmp_path_factory) -> None:
+    pattern = "*" if REGEN in ("1", "true", "yes") else REGEN
+    for c in CASES:
+        if fnmatch.fnmatch(c.id, pattern):
+            got = _audit(spark, tmp_path_factory.mktemp("regen") / "tables", [c])
+            write_findings(c, [f for f in got if f["rule"] == c.rule and f["cluster_id"] == c.cluster])
+
+
+@pytest.fixture(scope="module")
+def actual(spark, tmp_path_factory) -> dict[str, list[dict]]:
+    """Findings per cluster, from one audit per group of cases."""
+    global CASES
+    if REGEN:
+        _regenerate(spark, tmp_path_factory)
+        CASES = load_cases()
+    by_cluster: dict[str, list[dict]] = defaultdict(list)
+    for i, cases in enumerate(_groups(CASES).values()):
+        for f in _audit(spark, tmp_path_factory.mktemp(f"cases{i}") / "tables", cases):
+            by_cluster[f["cluster_id"]].append(f)
+    return by_cluster
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_case(case, actual):
+    expected = [f for c in CASES if c.id == case.id for f in c.findings]  # as reloaded after REGEN
+    for f in expected:
+        assert list(f) == COLUMNS, f"{case.path}: a finding must give every column, in order: {COLUMNS}"
+        assert (f["rule"], f["cluster_id"]) == (case.rule, case.cluster)
+    got = [f for f in actual.get(case.cluster, []) if f["rule"] == case.rule]
+    assert canonical(got) == canonical(expected)
+
+
+def test_every_finding_belongs_to_a_case(actual):
+    clusters = {c.cluster for c in CASES} | {c.other for c in CASES}
+    assert set(actual) <= clusters
+
+
+def test_every_kind_of_every_rule_has_a_case():
+    assert {c.rule for c in CASES} <= set(catalog()), "a directory of tests/rules/ that is no rule id"
+    seen: dict[str, set] = defaultdict(set)
+    for c in CASES:
+        seen[c.rule] |= {f["kind"] for f in c.findings}
+    for rule in catalog().values():
+        assert seen[rule.id] == set(rule.kinds), f"{rule.id}: kinds without a case {sorted(set(rule.kinds) - seen[rule.id])}"
+
+
+def test_every_rule_has_a_negative_case_and_one_example():
+    for rule in catalog():
+        mine = [c for c in CASES if c.rule == rule]
+        assert any(not c.findings for c in mine), f"{rule}: no case where nothing must be reported"
+        examples = [c for c in mine if c.example]
+        assert len(examples) == 1 and examples[0].findings, f"{rule}: needs exactly one example case, with findings"
