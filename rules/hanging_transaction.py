@@ -71,7 +71,8 @@ def run(ctx):
             F.col("topic_partitions"),
         )
         o = o.join(ids, ["cluster_id", "producer_id"], "left").join(coord, ["cluster_id", "transactional_id"], "left")
-        o = o.crossJoin(ctx.coordinator_partitions)
+        cp = ctx.coordinator_partitions.withColumnRenamed("cluster_id", "cp_cluster_id")
+        o = o.join(cp, o["cluster_id"].eqNullSafe(cp["cp_cluster_id"]), "left").drop("cp_cluster_id")
         listed = F.exists(F.coalesce(F.col("topic_partitions"), F.array()),
                           lambda tp: (tp["topic"] == F.col("topic")) & (tp["partition"] == F.col("partition")))
         ongoing_here = (F.col("coordinator_state") == "Ongoing") & listed & (

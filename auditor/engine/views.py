@@ -247,12 +247,14 @@ class AuditContext:
 
     @cached_property
     def coordinator_partitions(self):
-        """One row, one column ``coordinator_partitions``: how many ``__transaction_state``
-        partitions the dump holds records of (a DataFrame, so a rule can cross-join
-        it without a Spark job of its own)."""
+        """One row per cluster (``cluster_id``, ``coordinator_partitions``): how many
+        ``__transaction_state`` partitions of that cluster the dump holds records of (a
+        DataFrame, so a rule can join it without a Spark job of its own; per cluster, so
+        that another cluster in the same dump does not change a finding's evidence)."""
         from pyspark.sql import functions as F
 
-        return self.table("transaction_log").agg(F.countDistinct("partition").alias("coordinator_partitions"))
+        return self.table("transaction_log").groupBy("cluster_id").agg(
+            F.countDistinct("partition").alias("coordinator_partitions"))
 
     @cached_property
     def coordinator_latest(self):
