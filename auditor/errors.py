@@ -39,3 +39,19 @@ class TruncatedError(DecodeError):
 
     def __init__(self, message: str, position: int = -1) -> None:
         super().__init__(message, position, "truncated")
+
+
+class OutputError(Exception):
+    """An output directory (ingested tables, findings) could not be written: read-only, not
+    permitted, or the disk filled up. Nothing was replaced: ``out`` holds what it held before.
+    The command line reports it as one line naming ``out`` and exits with status 2."""
+
+    def __init__(self, out: object, reason: str) -> None:
+        super().__init__(f"cannot write {out}: {reason}")
+        self.out = str(out)
+        self.reason = reason
+
+    @classmethod
+    def of(cls, out: object, exc: OSError) -> "OutputError":
+        where = f" (writing {exc.filename})" if exc.filename and str(exc.filename) != str(out) else ""
+        return cls(out, f"{exc.strerror or exc}{where}; nothing was replaced")

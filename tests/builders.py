@@ -113,13 +113,15 @@ def kp_batch(
     transactional: bool = False,
     base_offset: int = 0,
     leader_epoch: int = 0,
+    batch_size: int = 1 << 26,
 ) -> bytes:
     """A v2 batch written by kafka-python from (offset delta, timestamp, key,
     value, headers) tuples; base offset and leader epoch patched in like a
-    leader does (neither is under the CRC)."""
+    leader does (neither is under the CRC). ``batch_size`` bounds the records'
+    uncompressed size."""
     b = DefaultRecordBatchBuilder(
         magic=2, compression_type=codec, is_transactional=transactional, producer_id=producer_id,
-        producer_epoch=producer_epoch, base_sequence=base_sequence, batch_size=1 << 26,
+        producer_epoch=producer_epoch, base_sequence=base_sequence, batch_size=batch_size,
     )
     for delta, ts, key, value, headers in records:
         assert b.append(delta, timestamp=ts, key=key, value=value, headers=headers) is not None
@@ -191,3 +193,16 @@ def marker(
     crc = crc32c.crc32c(after_crc)
     length = 4 + 1 + 4 + len(after_crc)  # leader epoch + magic + crc + rest
     return struct.pack(">qiibI", offset, length, leader_epoch, 2, crc) + after_crc
+
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def sparse_segment(path, attributes: int, size: int, length: int = 2**31 - 1) -> None:
+    """A segment of ``size`` bytes (sparse: no disk blocks behind it) holding one v2 batch
+    header at position 0 whose length field claims ``length`` bytes (default 2^31-1), the
+    rest zeros: what a decoder must judge before reading (issue 13)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(_V2_HEADER.pack(0, length, 0, 2, 0, attributes, 0, 0, 0, 7, 0, -1, 1))
+        f.truncate(size)

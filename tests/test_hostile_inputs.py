@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import sparse_segment
 from conftest import PROJECT, SAMPLE_LOGS
 from auditor.ingest.inventory import build_inventory
 from auditor.ingest.plan import make_plan
@@ -96,15 +97,8 @@ def test_dump_cli_on_a_symlink_loop_finishes_and_decodes(loop_dir: Path):
 # -- 2. bounded reads ------------------------------------------------------------------------------
 
 _V2 = struct.Struct(">qiibIhiqqqhii")
-BIG = 2**31 - 1
 
 
-def _sparse_segment(path: Path, attrs: int, size: int) -> None:
-    """One v2 batch header (length field 2^31-1) at position 0, then a sparse file of ``size`` bytes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(_V2.pack(0, BIG, 0, 2, 0, attrs, 0, 0, 0, 7, 0, -1, 1))
-        f.truncate(size)
 
 
 _PROBE = textwrap.dedent("""
@@ -151,9 +145,9 @@ def sparse(tmp_path_factory) -> dict[str, Path]:
         # the issue's file: 2 GiB, one byte short of the claimed entry
         "short": d / "short-0" / "00000000000000000000.log",
     }
-    _sparse_segment(out["control"], 0x30, 2**31 + 11)  # transactional control batch
-    _sparse_segment(out["txn"], 0x00, 2**31 + 11)  # a data batch of __transaction_state
-    _sparse_segment(out["short"], 0x30, 2**31)
+    sparse_segment(out["control"], 0x30, 2**31 + 11)  # transactional control batch
+    sparse_segment(out["txn"], 0x00, 2**31 + 11)  # a data batch of __transaction_state
+    sparse_segment(out["short"], 0x30, 2**31)
     return out
 
 

@@ -46,6 +46,15 @@ def _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, progre
         raise click.UsageError(str(exc)) from None
 
 
+def _check_outputs(*dirs: str | None) -> None:
+    """An output directory that cannot be written fails now, not after the decode and the rules."""
+    from auditor.engine.ingest_job import check_output
+
+    for d in dirs:
+        if d:
+            check_output(d)
+
+
 def _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=None) -> None:
     """Render the audit's findings like `txn-audit report` does, then exit with its status."""
     if res.report_error:
@@ -87,12 +96,14 @@ def audit_cmd(tables, findings_out, master, confs, rules, as_of, max_timeout_ms,
 
     Filters (--topic, --severity, ...) choose what the report shows; --out
     always keeps every finding. Exit status: 0 no reported finding at or above
-    --fail-on, 1 some, 2 bad usage or TABLES is not an ingested directory.
+    --fail-on, 1 some, 2 bad usage, TABLES is not an ingested directory or --out
+    cannot be written.
     """
     if not _looks_like_tables(Path(tables)):
         raise InputError(f"{tables}: not an ingested tables directory (no _ingest.json or batches/); "
                          "build one with `txn-audit ingest LOGDIR --out DIR`")
     make_filters(rules=rules, **filter_opts)  # bad filter values fail before Spark starts
+    _check_outputs(findings_out)
     spark = _spark(master, confs)
     with StageProgress(err, not quiet) as prog:
         res = _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, prog.stage("rules"))
@@ -114,11 +125,12 @@ def scan_cmd(logdirs, tables_dir, findings_out, master, confs, rules, as_of, max
     """One shot: ingest LOGDIRS, run every rule, report the findings.
 
     Exit status: 0 no reported finding at or above --fail-on, 1 some, 2 bad
-    usage or no input file was readable at all.
+    usage, no input file was readable at all, or --tables/--out cannot be written.
     """
     from auditor.engine.ingest_job import ingest
 
     make_filters(rules=rules, **filter_opts)  # bad filter values fail before Spark starts
+    _check_outputs(tables_dir, findings_out)
     spark = _spark(master, confs)
     with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, StageProgress(err, not quiet) as prog:
         tdir = tables_dir or str(Path(tmp) / "tables")

@@ -28,6 +28,7 @@ from auditor.errors import DecodeError
 from auditor.formats import jsonl_columns as jc
 from auditor.formats.batch import V2_HEADER, BatchHeader, LogProblem
 from auditor.formats.batch_columnar import CODEC_NAMES, COLUMN_NAMES, TS_TYPE_NAMES, _Decoder, iter_header_columns
+from auditor.ingest.discovery import open_regular
 
 _CODEC_TOKENS = [jc.token(n) for n in CODEC_NAMES]
 _TS_TOKENS = [jc.token(n) for n in TS_TYPE_NAMES]
@@ -181,7 +182,7 @@ def write_batches(task: dict, out: BinaryIO) -> Iterator[dict]:
     """Write the batch lines of a segment / KRaft snapshot to ``out``; yield
     the problems (as ``dump`` objects) where the per-object path reports them."""
     try:
-        f = open(task["path"], "rb", buffering=0)
+        f = open_regular(task["path"])
     except OSError as exc:
         yield _problem(task, "unreadable", 0, f"cannot open: {exc.strerror or exc}")
         return
@@ -307,7 +308,7 @@ def write_records(task: dict, out: BinaryIO, flush_every: int = 16384) -> None:
     from auditor.formats.records import iter_records
 
     try:
-        f = open(task["path"], "rb", buffering=0)
+        f = open_regular(task["path"])
     except OSError:
         return
     acc = _RecordColumns()

@@ -25,16 +25,17 @@ def ingest_cmd(logdirs, out_dir, master, confs, tables, split_mb, quiet) -> None
 
     Every file found is listed in the `files` table with its status; each bad
     file is also reported on stderr with path and byte position. Exit status:
-    0 all inputs clean, 1 some inputs bad (the rest was decoded), 2 usage error
-    or nothing readable.
+    0 all inputs clean, 1 some inputs bad (the rest was decoded), 2 usage error,
+    nothing readable, or --out cannot be written (nothing in it is replaced).
     """
-    from auditor.engine.ingest_job import ingest
+    from auditor.engine.ingest_job import check_output, ingest
     from auditor.engine.session import get_spark, parse_conf
     from auditor.ingest.tables import TABLES
 
     unknown = [t for t in tables if t not in TABLES]
     if unknown:
         raise click.UsageError(f"unknown table(s): {', '.join(unknown)}; known: {', '.join(TABLES)}")
+    check_output(out_dir)  # before Spark starts
     try:
         conf = parse_conf(confs)
     except ValueError as exc:

@@ -1,8 +1,9 @@
 """``txn-audit``: the command line (click + rich).
 
 Results go to stdout, diagnostics to stderr. Exit status: 0 clean, 1 some input
-was bad (decoded as far as possible, see the files table), 2 usage errors or
-nothing readable.
+was bad (decoded as far as possible, see the files table), 2 usage errors,
+nothing readable, or an output directory that cannot be written (read-only,
+no permission, disk full: one line naming it, and nothing in it replaced).
 
 Start-up matters for ``dump`` (a whole process per file is how it is used and
 compared with Kafka's ``DumpLogSegments``), so nothing is imported that a
@@ -54,6 +55,19 @@ def _build_cli():
                 module, attr = _COMMANDS[cmd_name]
                 self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
             return super().get_command(ctx, cmd_name)
+
+        def invoke(self, ctx: click.Context):
+            from auditor.errors import OutputError
+
+            try:
+                return super().invoke(ctx)
+            except OutputError as exc:  # an output directory that cannot be written: one line, status 2
+                from auditor.cli.console import safe
+
+                raise _OutputFailure(safe(str(exc), markup=False)) from None
+
+    class _OutputFailure(click.ClickException):
+        exit_code = 2
 
     @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, prog_name=_PROG)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from auditor.engine.findings import conform, detection, findings_arrow_schema, group_replicas, stored_evidence
@@ -206,18 +205,11 @@ def write_findings(spark, result: AuditResult, out: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from auditor.engine.ingest_job import _cleanup_stale, _swap_in
-    import uuid
+    from auditor.engine.ingest_job import new_run_id, staged
 
-    outp = Path(out).absolute()
-    outp.parent.mkdir(parents=True, exist_ok=True)
-    _cleanup_stale(outp)
-    run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-    staging = outp.parent / f".{outp.name}.tmp-{run_id}"
-    staging.mkdir()
+    run_id = new_run_id()
     rows = [{**f, "evidence": stored_evidence(f.get("evidence"))} for f in result.findings]
     table = pa.Table.from_pylist(rows, schema=findings_arrow_schema())
-    pq.write_table(table, staging / "part-00000.parquet")
     manifest = {"run_id": run_id, "as_of_ms": result.as_of_ms, "rule_seconds": result.rule_seconds,
                 "skipped": result.skipped, "findings": len(rows)}
     if result.summary:
@@ -225,11 +217,12 @@ def write_findings(spark, result: AuditResult, out: str) -> None:
 
         manifest["report_data_version"] = REPORT_DATA_VERSION
         manifest["summary"] = result.summary
-    (staging / "_audit.json").write_text(json.dumps(manifest, indent=2, default=str))
-    if result.plots:
-        # underscore prefix: Spark and pyarrow skip it when reading the directory as the findings table
-        (staging / "_plots.json").write_text(json.dumps(result.plots, default=str))
-    _swap_in(staging, outp, run_id)
+    with staged(out, run_id) as staging:
+        pq.write_table(table, staging / "part-00000.parquet")
+        (staging / "_audit.json").write_text(json.dumps(manifest, indent=2, default=str))
+        if result.plots:
+            # underscore prefix: Spark and pyarrow skip it when reading the directory as the findings table
+            (staging / "_plots.json").write_text(json.dumps(result.plots, default=str))
     result.run_id = run_id
 
 

@@ -15,12 +15,14 @@ import os
 import shutil
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pyarrow as pa
 
+from auditor.errors import OutputError
 from auditor.ingest import envelope
 from auditor.ingest.context import TASK_SCHEMA
 from auditor.ingest.inventory import FILES_SCHEMA, build_inventory
@@ -135,17 +137,12 @@ def ingest(
     from pyspark import StorageLevel
 
     t0 = time.monotonic()
-    run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+    run_id = new_run_id()
     plan: Plan = make_plan(inputs, split_bytes)
-    outp = Path(out).absolute()
-    outp.parent.mkdir(parents=True, exist_ok=True)
-    _cleanup_stale(outp)
-    staging = outp.parent / f".{outp.name}.tmp-{run_id}"
-    staging.mkdir()
     names = tables or list(TABLES)
     tasks = [t for t in plan.tasks if any(TABLES[n].accepts(t) for n in names)]
     stage_seconds: dict[str, float] = {}
-    try:
+    with staged(out, run_id) as staging:
         if progress:
             progress("decode", 0, 2)
         ts = time.monotonic()
@@ -198,11 +195,7 @@ def ingest(
             "written_at_ms": int(time.time() * 1000),
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
-        _swap_in(staging, outp, run_id)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return IngestResult(str(outp), table_rows, inventory, time.monotonic() - t0, run_id, stage_seconds)
+    return IngestResult(str(Path(out).absolute()), table_rows, inventory, time.monotonic() - t0, run_id, stage_seconds)
 
 
 def _write_small(spark, table: pa.Table, path: Path) -> None:
@@ -214,6 +207,54 @@ def _write_small(spark, table: pa.Table, path: Path) -> None:
     path.mkdir(parents=True)
     pq.write_table(table, path / "part-00000.parquet", compression="zstd")
     (path / "_SUCCESS").touch()
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+
+
+@contextmanager
+def staged(out: str, run_id: str) -> Iterator[Path]:
+    """A staging directory beside ``out`` for the block to write, swapped in for ``out`` when the
+    block completes and removed when it fails, so ``out`` is either what it was or complete.
+
+    An ``OSError`` while writing (a read-only or full file system, no permission) becomes an
+    :class:`OutputError` naming ``out``; a broken connection to the JVM is not an output problem
+    and stays what it is."""
+    outp = Path(out).absolute()
+    try:
+        outp.parent.mkdir(parents=True, exist_ok=True)
+        _cleanup_stale(outp)
+        staging = outp.parent / f".{outp.name}.tmp-{run_id}"
+        staging.mkdir()
+    except OSError as exc:
+        raise OutputError.of(outp, exc) from exc
+    try:
+        yield staging
+        _swap_in(staging, outp, run_id)
+    except BaseException as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
+            raise OutputError.of(outp, exc) from exc
+        raise
+
+
+def check_output(out: str) -> None:
+    """Raise :class:`OutputError` now if :func:`staged` cannot write ``out``: it exists and is
+    not a directory, or the nearest existing directory it goes into is not writable (a read-only
+    file system, no permission). A command calls it before it starts Spark and decodes."""
+    outp = Path(out).absolute()
+    if outp.exists() and not outp.is_dir():
+        raise OutputError(outp, "it exists and is not a directory")
+    parent = outp.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputError(outp, f"{parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        read_only = bool(os.statvfs(parent).f_flag & os.ST_RDONLY)
+        raise OutputError(outp, f"{parent} is on a read-only file system" if read_only
+                          else f"no permission to write in {parent}")
 
 
 def _swap_in(staging: Path, out: Path, run_id: str) -> None:

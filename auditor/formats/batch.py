@@ -156,7 +156,9 @@ def iter_segment(
 
     ``f`` must be seekable and opened read-only. ``end`` bounds where entries may
     *start* (an entry straddling ``end`` is still read whole), which lets a
-    Spark task own a byte range of a large segment.
+    Spark task own a byte range of a large segment. ``file_size`` is what the
+    file held when it was sized: bytes appended since are not read, and a file
+    that shrank since ends in a ``truncated`` problem where its bytes end.
     """
     stop = file_size if end is None else min(end, file_size)
     pos = start
@@ -164,6 +166,10 @@ def iter_segment(
         left = file_size - pos
         f.seek(pos)
         head = f.read(min(V2_HEADER, left))
+        if len(head) < min(V2_HEADER, left):  # the file shrank since it was sized: judge what it holds now
+            if not head:
+                return  # it ends at this entry boundary now
+            left = len(head)
         if len(head) < 17:
             if head.count(0) == len(head):
                 yield LogProblem("zero-tail", pos, f"{len(head)} zero bytes after the last entry")
@@ -187,22 +193,32 @@ def iter_segment(
             yield LogProblem("truncated", pos, f"entry of {entry} bytes is cut off: only {left} bytes left")
             return
         if magic in (0, 1):
-            yield _legacy(f, pos, head, entry, verify_crc)
+            item = _legacy(f, pos, head, entry, verify_crc)
         elif magic == 2:
             if entry < V2_HEADER:
                 yield LogProblem("bad-length", pos + 8, f"v2 batch length {size} is shorter than the 61-byte header")
                 return
-            yield _v2(f, pos, head, entry, verify_crc)
+            item = _v2(f, pos, head, entry, verify_crc)
         else:
             yield LogProblem("unknown-magic", pos + 16, f"unknown magic byte {magic}")
+            return
+        yield item
+        if isinstance(item, LogProblem):
             return
         pos += entry
 
 
-def _v2(f: BinaryIO, pos: int, head: bytes, entry: int, verify_crc: bool) -> BatchHeader:
+def _cut(pos: int, entry: int, held: int) -> LogProblem:
+    """An entry whose bytes ended early while its CRC was computed (the file shrank since it was sized)."""
+    return LogProblem("truncated", pos, f"entry of {entry} bytes is cut off: only {held} bytes left")
+
+
+def _v2(f: BinaryIO, pos: int, head: bytes, entry: int, verify_crc: bool) -> BatchHeader | LogProblem:
     (base, _len, ple, magic, crc, attrs, lod, base_ts, max_ts, pid, epoch, base_seq, count) = _V2.unpack_from(head, 0)
     if verify_crc:
-        computed, _ = _crc32c_range(f, pos + V2_HEADER, entry - V2_HEADER, head[21:V2_HEADER])
+        computed, read = _crc32c_range(f, pos + V2_HEADER, entry - V2_HEADER, head[21:V2_HEADER])
+        if read < entry - V2_HEADER:
+            return _cut(pos, entry, V2_HEADER + read)
         valid = computed == crc
     else:
         valid = True
@@ -235,7 +251,7 @@ def _v2(f: BinaryIO, pos: int, head: bytes, entry: int, verify_crc: bool) -> Bat
     )
 
 
-def _legacy(f: BinaryIO, pos: int, head: bytes, entry: int, verify_crc: bool) -> BatchHeader:
+def _legacy(f: BinaryIO, pos: int, head: bytes, entry: int, verify_crc: bool) -> BatchHeader | LogProblem:
     offset, size, crc, magic, attrs = _LEGACY.unpack_from(head, 0)
     ts = -1
     if magic == 1 and len(head) >= 26:
@@ -248,7 +264,7 @@ def _legacy(f: BinaryIO, pos: int, head: bytes, entry: int, verify_crc: bool) ->
         while left > 0:
             chunk = f.read(min(left, _CHUNK))
             if not chunk:
-                break
+                return _cut(pos, entry, entry - left)
             value = zlib.crc32(chunk, value)
             left -= len(chunk)
         valid = value == crc

@@ -43,8 +43,11 @@ not fit the Arrow column:
 
 A caveat of memory-mapping: if another process truncates the file while it is
 mapped (a broker truncating its active segment), touching the lost pages kills
-the process with SIGBUS. Decode copies or segments no broker writes to; for a
-live log directory use ``iter_segment``.
+the process with SIGBUS. The file's size is checked again before every chunk
+(at most ``_CHUNK_BYTES``), and a file that shrank is decoded up to its new end
+(a ``truncated`` problem where an entry is cut), which leaves only a truncation
+in the middle of one chunk's decode to race with. Decode copies or segments no
+broker writes to; for a live log directory's active segment use ``iter_segment``.
 """
 
 from __future__ import annotations
@@ -293,6 +296,13 @@ class _Decoder:
         # a v2 header at p can be read whole while p + 61 <= size
         header_end = self.size - V2_HEADER + 1
         while pos < stop and problem is None:
+            if self.mm is not None and self.mm.size() < self.size:
+                # another process truncated the file: its pages past the new end are gone from
+                # the mapping, so the walk stops there (a ``truncated`` problem where an entry is cut)
+                self.size = self.mm.size()
+                header_end, stop = self.size - V2_HEADER + 1, min(stop, self.size)
+                if pos >= stop:
+                    break
             chunk = _Chunk()
             chunk_end = pos + _CHUNK_BYTES
             lim = min(stop, header_end, chunk_end)

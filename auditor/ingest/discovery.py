@@ -16,6 +16,7 @@ files.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -130,6 +131,45 @@ def _info(path: Path, root: str, log_dir: str | None, topic, partition, dir_stat
     return FileInfo(str(path), root, log_dir, topic, partition, dir_status, kind, fstatus, base, epoch, size, mtime)
 
 
+_NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def _file_type(mode: int) -> str:
+    return next((name for test, name in _NOT_REGULAR if test(mode)), "not a regular file")
+
+
+def _not_a_file(path: Path, root: str, log_dir: str | None, topic, partition, dir_status) -> FileInfo:
+    """The row of something that is not a regular file where files belong (a FIFO or a device
+    named as a segment, a directory named ``00000000000000000000.log``, a dangling or looping
+    symbolic link): listed with what it is, never opened (reading a FIFO or ``/dev/zero``
+    would block or never end)."""
+    try:
+        note = f"{_file_type(path.stat().st_mode)}, not a regular file: not read"
+        if path.is_symlink():
+            note = f"symbolic link to {os.readlink(path)!r}: {note}"
+    except OSError as exc:
+        note = ("symbolic link loop: it resolves to itself" if exc.errno == errno.ELOOP
+                else "broken symbolic link: the file it points to does not exist")
+    return FileInfo(str(path), root, log_dir, topic, partition, dir_status, classify_file(path.name)[0], "live",
+                    None, None, -1, -1, note=note)
+
+
+def open_regular(path: str):
+    """``path`` opened read-only, unbuffered, if it is a regular file (checked on the open file,
+    so a file replaced by a FIFO or a device since discovery neither blocks nor streams forever);
+    ``OSError`` otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, f"{_file_type(mode)}, not a regular file", path)
+        return os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 # directory identity (st_dev, st_ino) -> the path it was first walked by
 Visited = dict
 
@@ -147,6 +187,8 @@ def discover(inputs: list[str]) -> Iterator[FileInfo]:
             yield from _single_file(p, root)
         elif p.is_dir():
             yield from _walk(p, root, {})
+        elif os.path.lexists(root):
+            yield _not_a_file(p, root, None, None, None, "none")
         else:
             yield FileInfo(root, root, None, None, None, "none", "missing", "live", None, None, -1, -1,
                            note="input path does not exist")
@@ -208,6 +250,8 @@ def _walk(top: Path, root: str, visited: Visited) -> Iterator[FileInfo]:
             yield from _walk(child, root, visited)
         elif child.is_file():
             yield _info(child, root, None, None, None, "none")
+        else:
+            yield _not_a_file(child, root, None, None, None, "none")
 
 
 def _looks_like_partition_dir(d: Path) -> bool:
@@ -261,6 +305,8 @@ def _log_dir(d: Path, root: str, visited: Visited) -> Iterator[FileInfo]:
                 yield from _walk(child, root, visited)
         elif child.is_file():
             yield _info(child, root, log_dir, None, None, "root")
+        else:
+            yield _not_a_file(child, root, log_dir, None, None, "root")
 
 
 def _partition(d: Path, root: str, log_dir: str, topic: str, part: int, status: str, visited: Visited,
@@ -280,17 +326,17 @@ def _partition(d: Path, root: str, log_dir: str, topic: str, part: int, status: 
         yield FileInfo(str(d), root, log_dir, topic, part, status, "empty-dir", "live", None, None, 0, -1,
                        note="partition directory holds no files")
     for child in children:
-        if child.is_symlink() and not child.exists():
-            yield FileInfo(str(child), root, log_dir, topic, part, status, classify_file(child.name)[0], "live",
-                           None, None, -1, -1, note="broken symbolic link: the file it points to does not exist")
-        elif child.is_dir():
-            # a partition holds no directories: only a link back to one already walked is worth a row
-            if child.is_symlink():
-                try:
-                    st = child.stat()
-                except OSError:
-                    continue
-                if (st.st_dev, st.st_ino) in visited:
-                    yield _enter(child, root, log_dir, visited)
-        elif child.is_file() and stat.S_ISREG(child.stat().st_mode):
+        if child.is_dir() and child.is_symlink():
+            # a partition holds no directories: a link back to one already walked is a loop row
+            try:
+                st = child.stat()
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in visited:
+                yield _enter(child, root, log_dir, visited)
+                continue
+            yield _not_a_file(child, root, log_dir, topic, part, status)
+        elif child.is_file():
             yield _info(child, root, log_dir, topic, part, status)
+        else:  # a directory, FIFO, device, socket or dangling link where a file belongs
+            yield _not_a_file(child, root, log_dir, topic, part, status)

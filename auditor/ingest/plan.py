@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from auditor.errors import DecodeError
-from auditor.ingest.discovery import FileInfo, discover
+from auditor.ingest.discovery import FileInfo, discover, open_regular
 
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
 _MAX_META = 1 << 20  # meta.properties read for broker facts (the file is a few hundred bytes)
@@ -37,7 +37,7 @@ def _read_meta(log_dir: str) -> dict:
 
     p = Path(log_dir) / "meta.properties"
     try:
-        with open(p, "rb") as f:
+        with open_regular(str(p)) as f:
             data = f.read(_MAX_META + 1)  # a few hundred bytes; a huge file is not one
         if len(data) > _MAX_META:
             return {}
@@ -49,7 +49,7 @@ def _read_meta(log_dir: str) -> dict:
 def _sniff_segment(path: str) -> bool:
     """Does a file with a non-Kafka name look like a log segment (for files given directly)?"""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             head = f.read(17)
     except OSError:
         return False
@@ -67,7 +67,7 @@ def split_points(index_path: Path, base_offset: int, size: int, split_bytes: int
     last = 0
     try:
         isize = index_path.stat().st_size
-        with open(index_path, "rb") as f:
+        with open_regular(str(index_path)) as f:
             for row in iter_offset_index(f, isize, base_offset):
                 if not isinstance(row, dict):
                     continue
@@ -95,7 +95,8 @@ def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan
             fi.kind, fi.note = "segment", "treated as a log segment by its content (name is not Kafka's)"
     newest: dict[str, int] = {}
     for fi in files:
-        if fi.kind == "segment" and fi.file_status == "live" and fi.base_offset is not None and fi.topic is not None:
+        if (fi.kind == "segment" and fi.file_status == "live" and fi.base_offset is not None and fi.topic is not None
+                and fi.size >= 0):
             d = str(Path(fi.path).parent)
             newest[d] = max(newest.get(d, -1), fi.base_offset)
     tasks: list[dict] = []

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from auditor.errors import DecodeError
 from auditor.ingest.context import CONTEXT_COLUMNS, context_of
+from auditor.ingest.discovery import open_regular
 from auditor.ingest.problems import Problem
 from auditor.ingest import segments
 
@@ -56,7 +57,7 @@ class TableSpec:
 
 
 def _open(task: dict):
-    return open(task["path"], "rb", buffering=0)
+    return open_regular(task["path"])
 
 
 def _range(task: dict) -> tuple[int, int | None]:
