@@ -11,7 +11,9 @@ replica the broker was about to throw away.
 
 Inputs may be log dirs, a directory holding several log dirs (one per broker,
 as a user copies them off a cluster), single partition directories or single
-files.
+files; local paths or ``file:``, ``hdfs://`` and ``s3a://`` URIs, walked through
+:mod:`auditor.ingest.storage` (a ``pathlib.Path`` locally, the same methods over
+a remote store's listings otherwise).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import stat
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 from typing import Iterator
+
+from auditor.ingest.storage import as_path, normalize
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SPECIAL_DIR = re.compile(r"^(?P<base>.+-\d+)\.(?P<uuid>[0-9a-fA-F]{32})-(?P<status>delete|future|stray)$")
@@ -117,7 +121,8 @@ def classify_file(name: str) -> tuple[str, str, int | None, int | None]:
 
 def _stat(path: Path) -> tuple[int, int]:
     st = path.stat()
-    return st.st_size, int(st.st_mtime * 1000)
+    ms = getattr(st, "mtime_ms", None)  # a remote store's, exact
+    return st.st_size, int(st.st_mtime * 1000) if ms is None else ms
 
 
 def _info(path: Path, root: str, log_dir: str | None, topic, partition, dir_status) -> FileInfo:
@@ -141,8 +146,8 @@ def discover(inputs: list[str]) -> Iterator[FileInfo]:
     directory already walked, is one ``symlink-loop`` row with a note, not a walk.
     Nothing is opened here except directory listings."""
     for raw in inputs:
-        root = os.path.abspath(raw)
-        p = Path(root)
+        root = normalize(raw)
+        p = as_path(root)
         if p.is_file():
             yield from _single_file(p, root)
         elif p.is_dir():
