@@ -3,7 +3,8 @@
 #   scripts/setup.sh VENV demo   what `make demo` runs: Java (for Spark) and the package's runtime
 #                                dependencies — nothing else
 #   scripts/setup.sh VENV test   also what the tests need: dev extras (pytest, hypothesis, Kafka
-#                                clients), mvn and the Kafka broker jars, the Delta jars, Chromium
+#                                clients, moto's S3 server), mvn and the Kafka broker jars, the Delta
+#                                jars, the Hadoop HDFS jars, Chromium
 set -euo pipefail
 VENV=${1:-.venv}
 MODE=${2:-test}
@@ -46,6 +47,9 @@ done
 # Delta Lake jars for `txn-audit batch` (its tables are Delta tables): delta-spark + delta-storage for
 # PySpark's Scala 2.13, resolved from Maven Central with mvn into build/delta/jars (get_spark loads them).
 bash scripts/delta/fetch.sh >/dev/null
+# Apache Hadoop's NameNode + DataNode (hadoop-hdfs, hadoop-hdfs-client, hadoop-common: 118 jars, 64 MB)
+# from Maven Central into build/hdfs/jars: the real HDFS tests/test_hdfs.py starts (scripts/hdfs/harness.py).
+bash scripts/hdfs/fetch.sh >/dev/null
 # Headless Chromium for tests/test_report_html.py (renders the HTML report, checks the console, screenshots).
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then

@@ -198,3 +198,17 @@ def test_fingerprints_of_remote_files_equal_local_ones(fake):
 def test_missing_remote_input_and_unreadable_file(fake, tmp_path):
     plan = make_plan([f"{FAKE}{tmp_path}/nope"])
     assert [(f.kind, f.note) for f in plan.files] == [("missing", "input path does not exist")]
+
+
+def test_a_store_that_cannot_be_asked_is_not_a_missing_input(fake, monkeypatch, tmp_path):
+    from auditor.batch.job import InputError, check_inputs
+
+    def refuse(path):
+        raise OSError(5, "Connection refused (os error 111)", path)
+
+    monkeypatch.setattr(fake, "stat", refuse)
+    root = f"{FAKE}{tmp_path}"
+    plan = make_plan([root])
+    assert [(f.kind, f.note) for f in plan.files] == [("unreadable-dir", "cannot stat: Connection refused (os error 111)")]
+    with pytest.raises(InputError, match="cannot be read"):
+        check_inputs(plan, [], [root], False)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, asdict, field
 from pathlib import Path
 from typing import Iterator
 
-from auditor.ingest.storage import as_path, normalize
+from auditor.ingest.storage import RemotePath, as_path, normalize
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SPECIAL_DIR = re.compile(r"^(?P<base>.+-\d+)\.(?P<uuid>[0-9a-fA-F]{32})-(?P<status>delete|future|stray)$")
@@ -153,8 +153,22 @@ def discover(inputs: list[str]) -> Iterator[FileInfo]:
         elif p.is_dir():
             yield from _walk(p, root, {})
         else:
-            yield FileInfo(root, root, None, None, None, "none", "missing", "live", None, None, -1, -1,
-                           note="input path does not exist")
+            yield _absent(p, root)
+
+
+def _absent(p: Path, root: str) -> FileInfo:
+    """The row of an input that is neither a file nor a directory: missing, or, in a remote
+    store, one that could not be asked (an unreachable name node, a refused request)."""
+    if isinstance(p, RemotePath):
+        try:
+            p.stat()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            return FileInfo(root, root, None, None, None, "none", "unreadable-dir", "live", None, None, -1, -1,
+                            note=f"cannot stat: {exc.strerror or exc}")
+    return FileInfo(root, root, None, None, None, "none", "missing", "live", None, None, -1, -1,
+                    note="input path does not exist")
 
 
 def _single_file(p: Path, root: str) -> Iterator[FileInfo]:

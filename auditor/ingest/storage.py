@@ -192,7 +192,7 @@ class _Hdfs(_Store):
     def open(self, path: str):
         try:
             reader = self.client.read(path)
-            size = reader.file_length()
+            size = len(reader)
         except Exception as exc:  # noqa: BLE001
             raise _oserror(exc, path) from None
         return reader.read_range, size, lambda: None
