@@ -83,6 +83,32 @@ def test_scan_from_hdfs_reports_what_local_disk_reports(hdfs, spark, tmp_path):
     assert files["hdfs"] == files["local"] and len(files["local"]) > 1800
 
 
+def test_index_splits_and_decode_from_hdfs(hdfs):
+    """Segments split at their .index entries (read from HDFS): the same byte ranges, and the
+    same rows and problems per range as from local disk (the decode tasks alone, no Spark)."""
+    import pyarrow as pa
+
+    from auditor.ingest import envelope
+    from auditor.ingest.plan import make_plan
+
+    h, _ = hdfs
+    local = str(SAMPLE_LOGS)
+    remote = h.url + "/kafka/sample_logs"
+    plans = {k: make_plan([inp], 512) for k, inp in (("local", local), ("hdfs", remote))}
+    ranges = {k: sorted((_local(t["path"], remote, local), t["range_start"], t["range_end"]) for t in p.tasks)
+              for k, p in plans.items()}
+    assert ranges["hdfs"] == ranges["local"] and sum(r[1] > 0 for r in ranges["local"]) >= 30
+    decoded = {}
+    for k, plan in plans.items():
+        env = pa.Table.from_batches([rb for t in plan.tasks for rb in envelope.decode_task_all(t)],
+                                    schema=envelope.ENVELOPE_SCHEMA)
+        decoded[k] = {n: sorted(json.dumps(r, sort_keys=True, default=str).replace(remote, local)
+                                for r in t.to_pylist()) for n, t in envelope.tables_of(env, list(TABLES)).items()}
+        decoded[k]["problems"] = sorted(json.dumps(r, default=str).replace(remote, local)
+                                        for r in env.select(envelope.SUMMARY_COLUMNS).to_pylist() if r["problem_kind"])
+    assert decoded["hdfs"] == decoded["local"]
+
+
 def _rows(root, name: str, remote: str, local: str) -> list[str]:
     """Table ``name`` under ``root`` (Parquet parts, or a Delta table's current version: read
     without Spark), rows as sorted JSON, the remote root spelled as the local one."""

@@ -67,6 +67,21 @@ def test_remote_file_reads_in_bounded_blocks():
         f.seek(-1)
 
 
+def test_remote_file_asks_the_store_for_small_ranges(monkeypatch):
+    data = bytes(range(256)) * 400
+    asked: list[int] = []
+
+    def read_at(pos, n):
+        asked.append(n)
+        return data[pos:pos + n]
+
+    monkeypatch.setattr(storage, "FETCH", 1000)
+    f = RemoteFile("x", read_at, len(data), block=4096)
+    f.seek(3000)
+    assert f.read(9000) == data[3000:12_000] and f.pread(0, 60_000) == data[:60_000]
+    assert max(asked) == 1000 and isinstance(f.pread(5, 5000), bytes)
+
+
 class DirStore(storage._Store):
     """A remote store whose files are a local directory tree: ``hdfs://fake-nn/<abs path>``."""
 
@@ -212,3 +227,9 @@ def test_a_store_that_cannot_be_asked_is_not_a_missing_input(fake, monkeypatch, 
     assert [(f.kind, f.note) for f in plan.files] == [("unreadable-dir", "cannot stat: Connection refused (os error 111)")]
     with pytest.raises(InputError, match="cannot be read"):
         check_inputs(plan, [], [root], False)
+
+
+def test_single_remote_files_and_partition_dirs(fake):
+    part = SAMPLE_LOGS / "clean" / "broker-1" / "__transaction_state-0"
+    _same(str(part))
+    _same(str(part / "00000000000000000000.log"))
