@@ -233,3 +233,13 @@ def test_single_remote_files_and_partition_dirs(fake):
     part = SAMPLE_LOGS / "clean" / "broker-1" / "__transaction_state-0"
     _same(str(part))
     _same(str(part / "00000000000000000000.log"))
+
+
+@pytest.mark.parametrize("cmd", [["ingest", "--out", "/tmp/never"], ["scan"]])
+def test_an_input_of_another_scheme_is_a_usage_error(cmd):
+    from click.testing import CliRunner
+
+    from auditor.cli.main import cli
+
+    res = CliRunner().invoke(cli, [*cmd, "ftp://host/kafka"])
+    assert res.exit_code == 2 and "hdfs:// or s3a://" in res.output, res.output
