@@ -41,6 +41,16 @@ if ! command -v mvn >/dev/null 2>&1; then
     echo "setup: no mvn and no apt-get: install Maven to run the live-broker tests" >&2; exit 2
   fi
 fi
+# The Java producer bridge (scripts/kafka/java) and the tests' HDFS (scripts/hdfs/MiniHdfs.java) run
+# through the JDK's source launcher: a JDK, not only the JRE Spark needs.
+if ! command -v javac >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing a JDK (the source launcher of the Java test helpers)" >&2
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jdk-headless
+  else
+    echo "setup: no javac and no apt-get: install a Java 17 JDK to run the live-broker and HDFS tests" >&2; exit 2
+  fi
+fi
 for KAFKA_VERSION in 4.3.1 3.5.2; do   # keep in sync with scripts/kafka/harness.py VERSIONS
   bash scripts/kafka/fetch.sh "$KAFKA_VERSION" >/dev/null
 done
