@@ -9,10 +9,11 @@ OUT ?= build/demo
 
 .PHONY: setup setup-demo demo test zip clean
 
-# everything: what the tests need (dev extras, Kafka broker jars, Delta jars, Chromium)
+# everything: what the tests need (dev extras, Kafka broker jars, Delta jars, HDFS jars, Chromium)
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup.sh scripts/delta/fetch.sh scripts/delta/pom.xml scripts/kafka/pom.xml
+$(STAMP): pyproject.toml scripts/setup.sh scripts/delta/fetch.sh scripts/delta/pom.xml scripts/kafka/pom.xml \
+          scripts/hdfs/fetch.sh scripts/hdfs/pom.xml
 	bash scripts/setup.sh $(VENV) test
 	touch $(STAMP) $(DEMO_STAMP)
 

@@ -3,7 +3,8 @@
 #   scripts/setup.sh VENV demo   what `make demo` runs: Java (for Spark) and the package's runtime
 #                                dependencies — nothing else
 #   scripts/setup.sh VENV test   also what the tests need: dev extras (pytest, hypothesis, Kafka
-#                                clients), mvn and the Kafka broker jars, the Delta jars, Chromium
+#                                clients, moto's S3 server), mvn and the Kafka broker jars, the Delta
+#                                jars, the Hadoop HDFS jars, Chromium
 set -euo pipefail
 VENV=${1:-.venv}
 MODE=${2:-test}
@@ -40,12 +41,25 @@ if ! command -v mvn >/dev/null 2>&1; then
     echo "setup: no mvn and no apt-get: install Maven to run the live-broker tests" >&2; exit 2
   fi
 fi
+# The Java producer bridge (scripts/kafka/java) and the tests' HDFS (scripts/hdfs/MiniHdfs.java) run
+# through the JDK's source launcher: a JDK, not only the JRE Spark needs.
+if ! command -v javac >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing a JDK (the source launcher of the Java test helpers)" >&2
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openjdk-17-jdk-headless
+  else
+    echo "setup: no javac and no apt-get: install a Java 17 JDK to run the live-broker and HDFS tests" >&2; exit 2
+  fi
+fi
 for KAFKA_VERSION in 4.3.1 3.5.2; do   # keep in sync with scripts/kafka/harness.py VERSIONS
   bash scripts/kafka/fetch.sh "$KAFKA_VERSION" >/dev/null
 done
 # Delta Lake jars for `txn-audit batch` (its tables are Delta tables): delta-spark + delta-storage for
 # PySpark's Scala 2.13, resolved from Maven Central with mvn into build/delta/jars (get_spark loads them).
 bash scripts/delta/fetch.sh >/dev/null
+# Apache Hadoop's NameNode + DataNode (hadoop-hdfs, hadoop-hdfs-client, hadoop-common: 118 jars, 64 MB)
+# from Maven Central into build/hdfs/jars: the real HDFS tests/test_hdfs.py starts (scripts/hdfs/harness.py).
+bash scripts/hdfs/fetch.sh >/dev/null
 # Headless Chromium for tests/test_report_html.py (renders the HTML report, checks the console, screenshots).
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then

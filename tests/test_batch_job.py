@@ -217,8 +217,10 @@ def test_killed_incremental_run_leaves_the_tables_of_one_clean_run(spark, runs):
 def test_input_uris_and_predicates():
     assert input_path("file:///var/lib/kafka") == "/var/lib/kafka"
     assert input_path("file:/var/lib/kafka/") == "/var/lib/kafka"
+    assert input_path("s3a://bucket/kafka/") == "s3a://bucket/kafka"
+    assert input_path("hdfs://nn:8020/logs/./a/") == "hdfs://nn:8020/logs/a"
     with pytest.raises(ValueError, match="mount"):
-        input_path("s3a://bucket/kafka")
+        input_path("ftp://host/kafka")
     assert sql_str("a'b\\c") == "'a\\'b\\\\c'"
     assert in_predicate("file", ["/b", "/a'x", "/b"]) == "`file` IN ('/a\\'x', '/b')"
 

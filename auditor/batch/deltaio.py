@@ -33,18 +33,12 @@ def warehouse_uri(warehouse: str) -> str:
 
 
 def input_path(raw: str) -> str:
-    """Inputs are read with plain file I/O on the driver and the executors: a
-    local (or mounted) path, or a ``file:`` URI."""
-    m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", raw)
-    if m and len(m.group(1)) > 1:
-        if m.group(1).lower() != "file":
-            raise ValueError(
-                f"{raw}: only local paths and file: URIs can be read (inputs are opened with plain file I/O on every "
-                f"node); mount the storage (NFS, a read-only volume) and pass the mount path")
-        rest = m.group(2)
-        rest = re.sub(r"^//(localhost)?(?=/)", "", rest)
-        raw = rest
-    return os.path.abspath(raw)
+    """An input as the job spells it: a local path made absolute (a ``file:`` URI too),
+    or an ``hdfs://`` / ``s3a://`` URI (read through :mod:`auditor.ingest.storage` on the
+    driver and the executors). ValueError for another scheme."""
+    from auditor.ingest.storage import normalize
+
+    return normalize(raw)
 
 
 def join(base: str, *parts: str) -> str:

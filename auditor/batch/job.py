@@ -84,6 +84,9 @@ def check_inputs(plan, previous: list[dict], roots: list[str], allow_empty: bool
         mine = [fi for fi in plan.files if fi.input_root == root]
         if any(fi.kind == "missing" for fi in mine):
             raise InputError(f"input {root} does not exist")
+        unreadable = [fi for fi in mine if fi.kind == "unreadable-dir" and fi.path == root]
+        if unreadable:  # e.g. a name node or an object store that cannot be reached
+            raise InputError(f"input {root} cannot be read ({unreadable[0].note}); nothing was written")
         had = sum(1 for r in previous if r.get("input_root") == root)
         files = [fi for fi in mine if fi.kind not in ("empty-dir", "unreadable-dir", "symlink-loop")]
         if had and not files and not allow_empty:

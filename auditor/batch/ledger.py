@@ -3,7 +3,9 @@
 One row per file found under the inputs (segments, indexes, snapshots,
 checkpoints, and the files that are only inventoried), with what identified its
 content when it was decoded: size, mtime and a fingerprint (BLAKE2b of the
-whole file up to 64 KiB, else of its first and last KiB at that size). A file
+whole file up to 64 KiB, else of its first and last KiB at that size). Files of
+a remote store (``hdfs://``, ``s3a://``) are fingerprinted the same way, through
+:mod:`auditor.ingest.storage`, with their store's length and modification time. A file
 is decoded again only when one of those, or what its log dir says about it
 (broker id, cluster id, input root), differs: a rolled segment is decoded once;
 an active segment that grew, a rewritten checkpoint or a new snapshot is
@@ -25,6 +27,7 @@ import pyarrow as pa
 
 from auditor.ingest.discovery import FileInfo
 from auditor.ingest.plan import Plan
+from auditor.ingest.storage import is_remote, open_input
 
 LEDGER_SCHEMA = pa.schema(
     [
@@ -53,13 +56,14 @@ EDGE = 1024
 
 def fingerprint(path: str, size: int) -> str | None:
     """Hash of the content up to ``size`` bytes (whole file when small, else the
-    first and last KiB); None for directories and unreadable files."""
+    first and last KiB: bytes the decode reads anyway); None for directories and
+    unreadable files. Local paths and remote URIs alike (:func:`open_input`)."""
     if size < 0:
         return None
     h = hashlib.blake2b(digest_size=16)
     h.update(size.to_bytes(8, "big"))
     try:
-        with open(path, "rb", buffering=0) as f:
+        with open_input(path) as f:
             if size <= WHOLE_FILE_LIMIT:
                 h.update(f.read(size))
             else:
@@ -71,6 +75,29 @@ def fingerprint(path: str, size: int) -> str | None:
     except OSError as exc:
         return f"unreadable:{exc.errno}"
     return h.hexdigest()
+
+
+# rows of discovery that are directories, not files: no content to fingerprint
+_DIRECTORY_KINDS = ("empty-dir", "unreadable-dir", "symlink-loop", "missing")
+# fingerprints of a remote store's files are taken this many at a time (a round trip each)
+REMOTE_FINGERPRINT_THREADS = 16
+
+
+def fingerprints(files: list[FileInfo]) -> dict[str, str | None]:
+    """path -> :func:`fingerprint` of every file; a remote store's files concurrently."""
+    todo = {fi.path: fi.size for fi in files if fi.kind not in _DIRECTORY_KINDS}
+    out: dict[str, str | None] = {fi.path: None for fi in files}
+    remote = [p for p in todo if is_remote(p)]
+    for p, size in todo.items():
+        if not is_remote(p):
+            out[p] = fingerprint(p, size)
+    if remote:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(REMOTE_FINGERPRINT_THREADS) as pool:
+            for p, fp in zip(remote, pool.map(lambda p: fingerprint(p, todo[p]), remote)):
+                out[p] = fp
+    return out
 
 
 def ledger_row(fi: FileInfo, fp: str | None, decoder: str, run: int, now_ms: int) -> dict:
@@ -123,8 +150,9 @@ def diff(plan: Plan, previous: list[dict], roots: list[str], run: int, now_ms: i
     changed: list[FileInfo] = []
     reasons: dict[str, str] = {}
     after: dict[str, dict] = {}
+    fps = fingerprints(list(seen.values()))
     for path, fi in seen.items():
-        row = ledger_row(fi, fingerprint(fi.path, fi.size), decoder, run, now_ms)
+        row = ledger_row(fi, fps[path], decoder, run, now_ms)
         old = prev.get(path)
         why = "new" if old is None else next((k for k in IDENTITY if old.get(k) != row[k]), None)
         if why is None:

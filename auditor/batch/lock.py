@@ -26,7 +26,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
-from auditor.batch.deltaio import input_path
+from auditor.ingest.storage import local_path as _local
 
 LOCK_NAME = ".txn-audit.lock"
 
@@ -36,11 +36,9 @@ class WarehouseBusy(RuntimeError):
 
 
 def local_path(wh: str) -> str | None:
-    """The warehouse as a local path, or None for a URI no file lock can cover."""
-    try:
-        return input_path(wh)
-    except ValueError:  # another scheme: object storage, HDFS
-        return None
+    """The warehouse as a local path, or None for a URI no file lock can cover
+    (another scheme: object storage, HDFS)."""
+    return _local(wh)
 
 
 @contextmanager

@@ -13,7 +13,8 @@ import click
 from rich.markdown import Markdown
 from rich.table import Table
 
-from auditor.cli.console import err, safe, wide
+from auditor.cli.console import err, out, safe, wide
+from auditor.cli.ingest_cmd import input_uris
 from auditor.cli.progress import StageProgress
 from auditor.cli.report_cmd import InputError, emit_report, exit_with, make_filters, report_options
 from auditor.engine.rule import discover
@@ -114,7 +115,7 @@ def audit_cmd(tables, findings_out, master, confs, rules, as_of, max_timeout_ms,
 
 
 @click.command("scan")
-@click.argument("logdirs", nargs=-1, required=True, type=click.Path())
+@click.argument("logdirs", nargs=-1, required=True, type=click.Path(), callback=input_uris)
 @click.option("--tables", "tables_dir", type=click.Path(file_okay=False), default=None,
               help="Keep the ingested tables here (default: a temporary directory).")
 @click.option("--out", "findings_out", type=click.Path(file_okay=False), default=None,
@@ -123,6 +124,8 @@ def audit_cmd(tables, findings_out, master, confs, rules, as_of, max_timeout_ms,
 def scan_cmd(logdirs, tables_dir, findings_out, master, confs, rules, as_of, max_timeout_ms, quiet, fmt, fail_on,
              bootstrap_server, **filter_opts) -> None:
     """One shot: ingest LOGDIRS, run every rule, report the findings.
+
+    LOGDIRS are local paths or file:, hdfs:// or s3a:// URIs (docs/operations.md).
 
     Exit status: 0 no reported finding at or above --fail-on, 1 some, 2 bad
     usage, no input file was readable at all, or --tables/--out cannot be written.

@@ -12,7 +12,8 @@ from auditor.cli.console import err, safe
 
 @click.command("batch")
 @click.option("--input", "inputs", multiple=True, required=True, metavar="DIR_OR_URI",
-              help="Broker log dir, a dir holding several, a partition dir or a file; a local path or file: URI (repeatable).")
+              help="Broker log dir, a dir holding several, a partition dir or a file: a local path, or a file:, hdfs:// or "
+                   "s3a:// URI (repeatable; see docs/operations.md).")
 @click.option("--warehouse", required=True, metavar="PATH",
               help="Where the Delta tables live (local path or a Hadoop URI such as s3a://bucket/txn-audit).")
 @click.option("--master", default=None, help="Spark master URL (default: embedded local[*]; spark://host:7077 for a cluster).")

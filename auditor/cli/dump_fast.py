@@ -27,8 +27,9 @@ import numpy as np
 from auditor.errors import DecodeError
 from auditor.formats import jsonl_columns as jc
 from auditor.formats.batch import V2_HEADER, BatchHeader, LogProblem
-from auditor.formats.batch_columnar import CODEC_NAMES, COLUMN_NAMES, TS_TYPE_NAMES, _Decoder, iter_header_columns
-from auditor.ingest.discovery import open_regular
+from auditor.formats.batch_columnar import (
+    CODEC_NAMES, COLUMN_NAMES, MAX_WINDOW, TS_TYPE_NAMES, WINDOW, iter_header_columns, iter_header_windows)
+from auditor.ingest.storage import open_regular
 
 _CODEC_TOKENS = [jc.token(n) for n in CODEC_NAMES]
 _TS_TOKENS = [jc.token(n) for n in TS_TYPE_NAMES]
@@ -81,8 +82,8 @@ def _payload(f: BinaryIO, h: _Header) -> bytes:
 
 
 # plain reads (the active segment): bytes read per window, and the biggest window an entry may ask for
-_WINDOW = 8 << 20  # the CRC then reads what the copy left in the cache: ~0.1 CPU-s/GiB less than 16 MiB
-_MAX_WINDOW = 256 << 20
+_WINDOW = WINDOW
+_MAX_WINDOW = MAX_WINDOW
 
 
 def _range(task: dict) -> tuple[int, int | None]:
@@ -95,64 +96,16 @@ def _columns(task: dict, f: BinaryIO, verify_crc: bool = True) -> Iterator:
     """Chunks of header columns, then the final LogProblem if any. A segment
     that is not the newest of its partition is memory-mapped; the newest one
     (which a running broker may still truncate: touching a truncated mapping
-    is SIGBUS) is read with plain reads, window by window. Where a window
-    cannot decide (an entry bigger than ``_MAX_WINDOW``, a problem at a
-    window's start before the end of the file) it yields ``("tail", pos)``:
-    the rest is for the per-object decoder, which decides exactly."""
+    is SIGBUS) is read with plain reads, window by window
+    (:func:`auditor.formats.batch_columnar.iter_header_windows`: where a window
+    cannot decide it yields ``("tail", pos)``, the rest is for the per-object
+    decoder, which decides exactly)."""
     start, end = _range(task)
     if not task.get("active", True):
         yield from iter_header_columns(f, start=start, end=end, file_size=task["size"], verify_crc=verify_crc)
         return
-    size = task["size"]
-    stop = size if end is None else min(end, size)
-    pos, want = start, _WINDOW
-    space = bytearray(min(want, max(size - pos, 0)))  # reused: fresh pages per window cost page faults
-    guess: tuple[int, int] | None = None  # the walk's adaptive stretches, carried from window to window
-    while pos < stop:
-        if len(space) < min(size - pos, want):
-            space = bytearray(min(size - pos, want))
-        f.seek(pos)
-        with memoryview(space) as mv:
-            got = f.readinto(mv[:min(size - pos, want)])
-        at_eof = pos + got >= size
-        if not got:  # the file shrank under us: what iter_segment then says
-            yield ("tail", pos)
-            return
-        buf = memoryview(space)[:got]
-        dec = _Decoder(buf, got, None, verify_crc)
-        if guess is not None:
-            dec.guess, dec.scalar = guess
-        last, problem = pos, None
-        try:
-            for item in dec.run(0, min(stop - pos, len(buf)), 65536):
-                if isinstance(item, LogProblem):
-                    problem = item
-                    break
-                item["position"] += pos
-                last = int(item["position"][-1]) + int(item["size"][-1])
-                yield item
-        finally:
-            guess = dec.guess, dec.scalar
-            dec.release()
-            buf.release()
-        if problem is None:
-            if last <= pos:
-                return
-            pos, want = last, _WINDOW
-            continue
-        if at_eof:
-            yield LogProblem(problem.kind, problem.position + pos, problem.message)
-            return
-        at = last  # where the entry the window could not decide starts
-        if at > pos:
-            pos, want = at, _WINDOW
-            continue
-        entry = (int.from_bytes(space[8:12], "big", signed=True) + 12) if got >= 12 else -1
-        if want < entry <= _MAX_WINDOW and pos + entry <= size:
-            want = entry
-            continue
-        yield ("tail", pos)
-        return
+    yield from iter_header_windows(f, start=start, end=end, file_size=task["size"], verify_crc=verify_crc,
+                                   window=_WINDOW, max_window=_MAX_WINDOW)
 
 
 def _tail_batches(task: dict, f: BinaryIO, pos: int, out: BinaryIO) -> Iterator[dict]:

@@ -36,7 +36,7 @@ _TABLE_COLUMNS = {  # column -> short header
 def _records(task: dict) -> Iterator[dict]:
     """Generic per-record objects (offset, timestamp, sizes, sequence, header keys)."""
     from auditor.ingest import segments
-    from auditor.ingest.discovery import open_regular
+    from auditor.ingest.storage import open_regular
 
     with open_regular(task["path"]) as f:
         for item in segments.iter_data_records(f, task["size"]):

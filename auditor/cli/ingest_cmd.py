@@ -12,8 +12,20 @@ from rich.table import Table
 from auditor.cli.console import err, out, safe
 
 
+def input_uris(_ctx, _param, value: tuple[str, ...]) -> tuple[str, ...]:
+    """click callback: every input a local path or a file:, hdfs:// or s3a:// URI."""
+    from auditor.ingest.storage import normalize
+
+    for v in value:
+        try:
+            normalize(v)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
 @click.command("ingest")
-@click.argument("logdirs", nargs=-1, required=True, type=click.Path())
+@click.argument("logdirs", nargs=-1, required=True, type=click.Path(), callback=input_uris)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for the Parquet tables (replaced atomically).")
 @click.option("--master", default=None, help="Spark master URL (default: embedded local[*]).")
 @click.option("--conf", "confs", multiple=True, help="Spark setting key=value (repeatable).")
@@ -22,6 +34,8 @@ from auditor.cli.console import err, out, safe
 @click.option("--quiet", "-q", is_flag=True, help="No progress or per-file messages on stderr.")
 def ingest_cmd(logdirs, out_dir, master, confs, tables, split_mb, quiet) -> None:
     """Decode broker log directories (several brokers allowed) into Parquet tables.
+
+    LOGDIRS are local paths or file:, hdfs:// or s3a:// URIs (docs/operations.md).
 
     Every file found is listed in the `files` table with its status; each bad
     file is also reported on stderr with path and byte position. Exit status:

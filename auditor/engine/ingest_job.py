@@ -27,6 +27,7 @@ from auditor.ingest import envelope
 from auditor.ingest.context import TASK_SCHEMA
 from auditor.ingest.inventory import FILES_SCHEMA, build_inventory
 from auditor.ingest.plan import DEFAULT_SPLIT_BYTES, Plan, make_plan
+from auditor.ingest.storage import normalize
 from auditor.ingest.tables import TABLES
 
 # inputs up to this many bytes are decoded in one Spark job and their tables written by the
@@ -188,7 +189,7 @@ def ingest(
         table_rows["files"] = len(inventory)
         manifest = {
             "run_id": run_id,
-            "inputs": [os.path.abspath(i) for i in inputs],
+            "inputs": [normalize(i) for i in inputs],
             "tables": table_rows,
             "bad_files": sum(1 for f in inventory if f["status"] not in ("ok", "empty", "skipped")),
             "brokers": {k: v for k, v in plan.brokers.items() if v},

@@ -11,7 +11,9 @@ replica the broker was about to throw away.
 
 Inputs may be log dirs, a directory holding several log dirs (one per broker,
 as a user copies them off a cluster), single partition directories or single
-files.
+files; local paths or ``file:``, ``hdfs://`` and ``s3a://`` URIs, walked through
+:mod:`auditor.ingest.storage` (a ``pathlib.Path`` locally, the same methods over
+a remote store's listings otherwise).
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from __future__ import annotations
 import errno
 import os
 import re
-import stat
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 from typing import Iterator
+
+from auditor.ingest.storage import RemotePath, as_path, file_type, normalize
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SPECIAL_DIR = re.compile(r"^(?P<base>.+-\d+)\.(?P<uuid>[0-9a-fA-F]{32})-(?P<status>delete|future|stray)$")
@@ -118,7 +121,8 @@ def classify_file(name: str) -> tuple[str, str, int | None, int | None]:
 
 def _stat(path: Path) -> tuple[int, int]:
     st = path.stat()
-    return st.st_size, int(st.st_mtime * 1000)
+    ms = getattr(st, "mtime_ms", None)  # a remote store's, exact
+    return st.st_size, int(st.st_mtime * 1000) if ms is None else ms
 
 
 def _info(path: Path, root: str, log_dir: str | None, topic, partition, dir_status) -> FileInfo:
@@ -131,21 +135,13 @@ def _info(path: Path, root: str, log_dir: str | None, topic, partition, dir_stat
     return FileInfo(str(path), root, log_dir, topic, partition, dir_status, kind, fstatus, base, epoch, size, mtime)
 
 
-_NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
-
-
-def _file_type(mode: int) -> str:
-    return next((name for test, name in _NOT_REGULAR if test(mode)), "not a regular file")
-
-
 def _not_a_file(path: Path, root: str, log_dir: str | None, topic, partition, dir_status) -> FileInfo:
     """The row of something that is not a regular file where files belong (a FIFO or a device
     named as a segment, a directory named ``00000000000000000000.log``, a dangling or looping
     symbolic link): listed with what it is, never opened (reading a FIFO or ``/dev/zero``
     would block or never end)."""
     try:
-        note = f"{_file_type(path.stat().st_mode)}, not a regular file: not read"
+        note = f"{file_type(path.stat().st_mode)}, not a regular file: not read"
         if path.is_symlink():
             note = f"symbolic link to {os.readlink(path)!r}: {note}"
     except OSError as exc:
@@ -153,21 +149,6 @@ def _not_a_file(path: Path, root: str, log_dir: str | None, topic, partition, di
                 else "broken symbolic link: the file it points to does not exist")
     return FileInfo(str(path), root, log_dir, topic, partition, dir_status, classify_file(path.name)[0], "live",
                     None, None, -1, -1, note=note)
-
-
-def open_regular(path: str):
-    """``path`` opened read-only, unbuffered, if it is a regular file (checked on the open file,
-    so a file replaced by a FIFO or a device since discovery neither blocks nor streams forever);
-    ``OSError`` otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, f"{_file_type(mode)}, not a regular file", path)
-        return os.fdopen(fd, "rb", buffering=0)
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 # directory identity (st_dev, st_ino) -> the path it was first walked by
@@ -181,8 +162,8 @@ def discover(inputs: list[str]) -> Iterator[FileInfo]:
     directory already walked, is one ``symlink-loop`` row with a note, not a walk.
     Nothing is opened here except directory listings."""
     for raw in inputs:
-        root = os.path.abspath(raw)
-        p = Path(root)
+        root = normalize(raw)
+        p = as_path(root)
         if p.is_file():
             yield from _single_file(p, root)
         elif p.is_dir():
@@ -190,8 +171,22 @@ def discover(inputs: list[str]) -> Iterator[FileInfo]:
         elif os.path.lexists(root):
             yield _not_a_file(p, root, None, None, None, "none")
         else:
-            yield FileInfo(root, root, None, None, None, "none", "missing", "live", None, None, -1, -1,
-                           note="input path does not exist")
+            yield _absent(p, root)
+
+
+def _absent(p: Path, root: str) -> FileInfo:
+    """The row of an input that is neither a file nor a directory: missing, or, in a remote
+    store, one that could not be asked (an unreachable name node, a refused request)."""
+    if isinstance(p, RemotePath):
+        try:
+            p.stat()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            return FileInfo(root, root, None, None, None, "none", "unreadable-dir", "live", None, None, -1, -1,
+                            note=f"cannot stat: {exc.strerror or exc}")
+    return FileInfo(root, root, None, None, None, "none", "missing", "live", None, None, -1, -1,
+                    note="input path does not exist")
 
 
 def _single_file(p: Path, root: str) -> Iterator[FileInfo]:

@@ -23,6 +23,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 
 from auditor.ingest.context import PROBLEM_COLUMNS
+from auditor.ingest.storage import is_remote, open_input
 from auditor.ingest.tables import TABLES, TableSpec, decode_task
 
 ROWS_PER_ARROW_BATCH = 8192
@@ -92,16 +93,38 @@ def _data_batch(spec: TableSpec, rb: pa.RecordBatch, file: str, env: _Envelopes)
     env.add(spec.name, file, rows=rb.num_rows, next_offset=nxt, payload=_ipc(rb))
 
 
+def _shared(task: dict, tables: int):
+    """A remote file feeding several tables is opened once for all of them (its
+    cached blocks serve every table: a small file is fetched once); a local one is
+    opened per table, as it always was. None: each table opens it (and reports why not)."""
+    if tables < 2 or not is_remote(task["path"]):
+        return None
+    try:
+        return open_input(task["path"])
+    except OSError:
+        return None
+
+
 def decode_task_all(task: dict, names: Iterable[str] | None = None) -> Iterator[pa.RecordBatch]:
     """Envelope batches of ``task`` for every table in ``names`` (default: all) that accepts it."""
     env = _Envelopes()
+    specs = [TABLES[n] for n in names or TABLES if TABLES[n].accepts(task)]
+    shared = _shared(task, len(specs))
+    try:
+        yield from _decode_specs(task, specs, shared, env)
+    finally:
+        if shared is not None:
+            shared.close()
+    if len(env):
+        yield env.flush()
+
+
+def _decode_specs(task: dict, specs: list[TableSpec], shared, env: _Envelopes) -> Iterator[pa.RecordBatch]:
     file = task["path"]
-    for name in names or TABLES:
-        spec = TABLES[name]
-        if not spec.accepts(task):
-            continue
+    for spec in specs:
+        name = spec.name
         buf: list[dict] = []
-        for item in decode_task(spec, task):
+        for item in decode_task(spec, task, shared):
             if isinstance(item, pa.RecordBatch):
                 _data_batch(spec, item, file, env)
             elif item.get("_problem_kind") is not None:
@@ -115,8 +138,6 @@ def decode_task_all(task: dict, names: Iterable[str] | None = None) -> Iterator[
                 yield env.flush()
         if buf:
             _data_batch(spec, pa.RecordBatch.from_pylist(buf, schema=spec.schema), file, env)
-    if len(env):
-        yield env.flush()
 
 
 def decode_tasks(task_batches: Iterable[pa.RecordBatch], names: list[str] | None = None) -> Iterator[pa.RecordBatch]:

@@ -8,12 +8,13 @@ stays one task: guessing a boundary inside a segment could fabricate batches.
 
 from __future__ import annotations
 
+import posixpath
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 
 from auditor.errors import DecodeError
-from auditor.ingest.discovery import FileInfo, discover, open_regular
+from auditor.ingest.discovery import FileInfo, discover
+from auditor.ingest.storage import file_size, join, open_input
 
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
 _MAX_META = 1 << 20  # meta.properties read for broker facts (the file is a few hundred bytes)
@@ -35,9 +36,8 @@ class Plan:
 def _read_meta(log_dir: str) -> dict:
     from auditor.formats.checkpoints import read_meta_properties
 
-    p = Path(log_dir) / "meta.properties"
     try:
-        with open_regular(str(p)) as f:
+        with open_input(join(log_dir, "meta.properties")) as f:
             data = f.read(_MAX_META + 1)  # a few hundred bytes; a huge file is not one
         if len(data) > _MAX_META:
             return {}
@@ -49,7 +49,7 @@ def _read_meta(log_dir: str) -> dict:
 def _sniff_segment(path: str) -> bool:
     """Does a file with a non-Kafka name look like a log segment (for files given directly)?"""
     try:
-        with open_regular(path) as f:
+        with open_input(path) as f:
             head = f.read(17)
     except OSError:
         return False
@@ -59,16 +59,16 @@ def _sniff_segment(path: str) -> bool:
     return head[16] in (0, 1, 2) and size >= 14
 
 
-def split_points(index_path: Path, base_offset: int, size: int, split_bytes: int) -> list[int]:
-    """Batch start positions at least ``split_bytes`` apart, from a ``.index`` file."""
+def split_points(index_path: str, base_offset: int, size: int, split_bytes: int) -> list[int]:
+    """Batch start positions at least ``split_bytes`` apart, from a ``.index`` file
+    (none if it cannot be read)."""
     from auditor.formats.offset_index import iter_offset_index
 
     points: list[int] = []
     last = 0
     try:
-        isize = index_path.stat().st_size
-        with open_regular(str(index_path)) as f:
-            for row in iter_offset_index(f, isize, base_offset):
+        with open_input(index_path) as f:
+            for row in iter_offset_index(f, file_size(f), base_offset):
                 if not isinstance(row, dict):
                     continue
                 pos = row.get("position")
@@ -97,7 +97,7 @@ def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan
     for fi in files:
         if (fi.kind == "segment" and fi.file_status == "live" and fi.base_offset is not None and fi.topic is not None
                 and fi.size >= 0):
-            d = str(Path(fi.path).parent)
+            d = posixpath.dirname(fi.path)
             newest[d] = max(newest.get(d, -1), fi.base_offset)
     tasks: list[dict] = []
     for fi in files:
@@ -110,11 +110,11 @@ def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan
             "range_start": 0, "range_end": -1,
             # the newest segment of a partition is the one a running broker may still append to
             # or truncate: it is read with plain reads, never memory-mapped
-            "active": fi.kind != "segment" or newest.get(str(Path(fi.path).parent), -1) in (-1, fi.base_offset),
+            "active": fi.kind != "segment" or newest.get(posixpath.dirname(fi.path), -1) in (-1, fi.base_offset),
         }
         if fi.kind == "segment" and fi.size > split_bytes and fi.base_offset is not None:
-            idx = Path(fi.path).with_name(f"{fi.base_offset:020d}.index")
-            points = split_points(idx, fi.base_offset, fi.size, split_bytes) if idx.exists() else []
+            idx = join(posixpath.dirname(fi.path), f"{fi.base_offset:020d}.index")
+            points = split_points(idx, fi.base_offset, fi.size, split_bytes)
             if points:
                 bounds = [0, *points, fi.size]
                 for a, b in zip(bounds, bounds[1:]):

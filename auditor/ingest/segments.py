@@ -70,15 +70,31 @@ def iter_batches(
         yield e, extra
 
 
+def _header_batches(f: BinaryIO, file_size: int, start: int, end: int | None, windowed: bool) -> Iterator:
+    from auditor.formats import batch_columnar as bc
+
+    if not windowed:
+        yield from bc.iter_header_batches(f, start=start, end=end, file_size=file_size)
+        return
+    for item in bc.iter_header_windows(f, start=start, end=end, file_size=file_size):
+        yield bc.arrow_batch(item) if isinstance(item, dict) else item
+
+
 def iter_batches_columnar(
-    f: BinaryIO, file_size: int, start: int, end: int | None, segment_base: int | None, source: str
-) -> Iterator["pa.RecordBatch | Problem"]:
+    f: BinaryIO, file_size: int, start: int, end: int | None, segment_base: int | None, source: str,
+    *, windowed: bool = False,
+) -> Iterator["pa.RecordBatch | Problem | dict"]:
     """The batches table's rows as Arrow record batches (the fast path for
     segments no broker writes to any more), with the same problems and
-    control-record columns as :func:`iter_batches`."""
-    from auditor.formats.batch_columnar import iter_header_batches
-
-    for item in iter_header_batches(f, start=start, end=end, file_size=file_size):
+    control-record columns as :func:`iter_batches`. The file is memory-mapped,
+    or with ``windowed`` read in windows of bounded size (a file of a remote
+    store); where a window cannot decide, the rest comes from :func:`iter_batches`
+    as row dicts."""
+    for item in _header_batches(f, file_size, start, end, windowed):
+        if isinstance(item, tuple):  # ("tail", pos): the per-object decoder decides the rest exactly
+            for rest in iter_batches(f, file_size, item[1], end):
+                yield rest if isinstance(rest, Problem) else batch_row(*rest, segment_base, source)
+            return
         if isinstance(item, LogProblem):
             yield problem_of(item)
             return

@@ -8,6 +8,7 @@ local runner both call it.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -15,9 +16,9 @@ import pyarrow as pa
 
 from auditor.errors import DecodeError
 from auditor.ingest.context import CONTEXT_COLUMNS, context_of
-from auditor.ingest.discovery import open_regular
 from auditor.ingest.problems import Problem
 from auditor.ingest import segments
+from auditor.ingest.storage import is_remote, open_input
 
 Decoder = Callable[[dict, "object"], Iterator["dict | Problem"]]
 
@@ -57,7 +58,7 @@ class TableSpec:
 
 
 def _open(task: dict):
-    return open_regular(task["path"])
+    return open_input(task["path"])
 
 
 def _range(task: dict) -> tuple[int, int | None]:
@@ -70,7 +71,9 @@ def decode_batches(task: dict, f) -> Iterator[dict | Problem]:
     start, end = _range(task)
     source = "kraft-snapshot" if task["kind"] == "kraft-snapshot" else "segment"
     if not task.get("active", True):
-        yield from segments.iter_batches_columnar(f, task["size"], start, end, task.get("base_offset"), source)
+        # a local file is memory-mapped; a remote one is read in windows of bounded size
+        yield from segments.iter_batches_columnar(f, task["size"], start, end, task.get("base_offset"), source,
+                                                  windowed=is_remote(task["path"]))
         return
     for item in segments.iter_batches(f, task["size"], start, end):
         if isinstance(item, Problem):
@@ -257,16 +260,21 @@ def iter_rows(spec: TableSpec, task: dict) -> Iterator[dict]:
             yield item
 
 
-def decode_task(spec: TableSpec, task: dict) -> Iterator["dict | pa.RecordBatch"]:
+def decode_task(spec: TableSpec, task: dict, f=None) -> Iterator["dict | pa.RecordBatch"]:
     """Rows of ``spec`` for ``task`` (dicts, or Arrow record batches from the
-    columnar fast path); problems come out as rows with ``_problem_*`` set."""
+    columnar fast path); problems come out as rows with ``_problem_*`` set.
+    ``f``: the task's file already opened (:func:`open_input`; left open here)."""
     ctx = spec.context_row(task)
-    try:
-        f = _open(task)
-    except OSError as exc:
-        yield Problem("unreadable", 0, f"cannot open: {exc.strerror or exc}").row(ctx)
-        return
-    with f:
+    if f is None:
+        try:
+            opened = _open(task)
+        except OSError as exc:
+            yield Problem("unreadable", 0, f"cannot open: {exc.strerror or exc}").row(ctx)
+            return
+    else:
+        f.seek(0)
+        opened = nullcontext(f)  # the caller's to close
+    with opened as f:
         try:
             for item in spec.decode(task, f):
                 if isinstance(item, Problem):
