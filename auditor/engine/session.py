@@ -12,6 +12,9 @@ an embedded session gets them on ``spark.jars`` with Delta's SQL extension and
 catalog. Under ``spark-submit`` the JVM is already running, so the jars must
 come from ``--jars``/``--packages``; the Delta settings are added when the
 classes are loadable. Parquet-only commands work either way.
+
+An embedded session's driver JVM maps its classes from a class-data sharing
+archive of this installation (``jvmcache.py``): about 3 s less per start-up.
 """
 
 from __future__ import annotations
@@ -117,6 +120,8 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
     sooner)."""
     from pyspark.sql import SparkSession
 
+    from auditor.engine.jvmcache import driver_java_options
+
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
@@ -155,6 +160,10 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
         if resolved.startswith("local"):
             # Delta rebuilds a table's state with this many tasks (default 50, sized for clusters)
             settings.setdefault("spark.databricks.delta.snapshotPartitions", str(os.cpu_count() or 2))
+    cds = driver_java_options()
+    if cds:  # the driver JVM maps its classes from this installation's archive (jvmcache.py)
+        user = settings.get("spark.driver.extraJavaOptions")
+        settings["spark.driver.extraJavaOptions"] = f"{user} {cds}" if user else cds
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
