@@ -27,14 +27,27 @@ def _options(as_of, max_timeout_ms):
     return AuditOptions(as_of_ms=as_of, transaction_max_timeout_ms=max_timeout_ms)
 
 
-def _spark(master, confs):
+def _spark(master, confs, small_input: bool = False):
     from auditor.engine.session import get_spark, parse_conf
 
     try:
         conf = parse_conf(confs)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    return get_spark(master, conf, delta=False)  # Parquet tables only
+    return get_spark(master, conf, delta=False, small_input=small_input)  # Parquet tables only
+
+
+def _small_tables(tables: str) -> bool:
+    """Is the ingested dump small enough for the small-input settings (auditor.engine.tuning)?"""
+    import json
+
+    from auditor.engine.tuning import SMALL_AUDIT_BATCHES
+
+    try:
+        rows = json.loads((Path(tables) / "_ingest.json").read_text()).get("tables", {})
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(rows.get("batches"), int) and rows["batches"] <= SMALL_AUDIT_BATCHES
 
 
 def _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, progress):
@@ -105,7 +118,7 @@ def audit_cmd(tables, findings_out, master, confs, rules, as_of, max_timeout_ms,
                          "build one with `txn-audit ingest LOGDIR --out DIR`")
     make_filters(rules=rules, **filter_opts)  # bad filter values fail before Spark starts
     _check_outputs(findings_out)
-    spark = _spark(master, confs)
+    spark = _spark(master, confs, small_input=_small_tables(tables))
     with StageProgress(err, not quiet) as prog:
         res = _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, prog.stage("rules"))
     if not quiet:
@@ -130,14 +143,16 @@ def scan_cmd(logdirs, tables_dir, findings_out, master, confs, rules, as_of, max
     Exit status: 0 no reported finding at or above --fail-on, 1 some, 2 bad
     usage, no input file was readable at all, or --tables/--out cannot be written.
     """
-    from auditor.engine.ingest_job import ingest
+    from auditor.engine.ingest_job import SMALL_INPUT_BYTES, ingest, input_bytes
+    from auditor.ingest.plan import make_plan
 
     make_filters(rules=rules, **filter_opts)  # bad filter values fail before Spark starts
     _check_outputs(tables_dir, findings_out)
-    spark = _spark(master, confs)
+    plan = make_plan(list(logdirs))  # before Spark: its size chooses the session's settings
+    spark = _spark(master, confs, small_input=input_bytes(plan) <= SMALL_INPUT_BYTES)
     with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, StageProgress(err, not quiet) as prog:
         tdir = tables_dir or str(Path(tmp) / "tables")
-        res_in = ingest(spark, list(logdirs), tdir, progress=prog.stage("decoding"))
+        res_in = ingest(spark, list(logdirs), tdir, progress=prog.stage("decoding"), plan=plan)
         if not quiet:
             for f in res_in.bad_files:
                 pos = f"byte {f['error_position']}" if f["error_position"] is not None else "whole file"

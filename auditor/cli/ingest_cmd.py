@@ -42,8 +42,9 @@ def ingest_cmd(logdirs, out_dir, master, confs, tables, split_mb, quiet) -> None
     0 all inputs clean, 1 some inputs bad (the rest was decoded), 2 usage error,
     nothing readable, or --out cannot be written (nothing in it is replaced).
     """
-    from auditor.engine.ingest_job import check_output, ingest
+    from auditor.engine.ingest_job import SMALL_INPUT_BYTES, check_output, ingest, input_bytes
     from auditor.engine.session import get_spark, parse_conf
+    from auditor.ingest.plan import make_plan
     from auditor.ingest.tables import TABLES
 
     unknown = [t for t in tables if t not in TABLES]
@@ -54,14 +55,16 @@ def ingest_cmd(logdirs, out_dir, master, confs, tables, split_mb, quiet) -> None
         conf = parse_conf(confs)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    spark = get_spark(master, conf, delta=False)  # Parquet tables only
+    split_bytes = split_mb * 1024 * 1024
+    plan = make_plan(list(logdirs), split_bytes)  # before Spark: its size chooses the session's settings
+    spark = get_spark(master, conf, delta=False, small_input=input_bytes(plan) <= SMALL_INPUT_BYTES)
 
     def progress(name: str, i: int, n: int) -> None:
         if not quiet:
             err.print(f"[dim]decoding table {i + 1}/{n}: {name}[/dim]")
 
     result = ingest(spark, list(logdirs), out_dir, tables=list(tables) or None,
-                    split_bytes=split_mb * 1024 * 1024, progress=progress)
+                    split_bytes=split_bytes, progress=progress, plan=plan)
     bad = result.bad_files
     if not quiet:
         for f in bad:

@@ -77,6 +77,7 @@ def audit(
     if together is None:  # a context that counts rows only when asked (Delta) has none yet: rule by rule
         rows = ctx.table_rows
         together = "batches" in rows and rows["batches"] <= SMALL_AUDIT_BATCHES
+    ctx.single_partition = together
     result = AuditResult(findings=[])
     try:
         if together:
@@ -141,29 +142,38 @@ def _run_one_by_one(ctx, rules, result, progress, report) -> None:
 
 
 def _run_together(ctx, rules, result, progress, report) -> None:
-    """Every rule's query (and the summary's) built first, then collected in one job."""
-    from auditor.engine.tuning import collect_many
+    """Every rule's query (and the summary's) collected as soon as it is built.
+
+    Building a query is Catalyst analysis on the Py4J thread; running one is the
+    optimizer and the executor's tasks. On a small dump both are per-call
+    overhead of a cold JVM, so each rule's query is collected by a worker thread
+    (one Spark job per rule, :data:`auditor.engine.tuning.PIPELINE_WORKERS` at a
+    time) while the next rule's query is built: the two halves overlap on two
+    cores instead of running one after the other."""
+    from auditor.engine.tuning import Pipeline
 
     t0 = time.monotonic()
-    queries: dict[str, object] = {}
-    for i, rule in enumerate(rules):
-        if progress:
-            progress(rule.id, i, len(rules))
-        if _runnable(ctx, rule, result):
-            queries[f"rule:{rule.id}"] = conform(rule.run(RuleContext(ctx, f"rule {rule.id}", rule.views)), rule)
-    summary_q: dict[str, object] = {}
-    if report:
-        from auditor.engine.report_data import summary_queries
+    with Pipeline() as pipe:
+        for i, rule in enumerate(rules):
+            if progress:
+                progress(rule.id, i, len(rules))
+            if _runnable(ctx, rule, result):
+                pipe.submit(f"rule:{rule.id}",
+                            conform(rule.run(RuleContext(ctx, f"rule {rule.id}", rule.views)), rule))
+        summary_q: dict[str, object] = {}
+        if report:
+            from auditor.engine.report_data import summary_queries
 
-        try:
-            summary_q = summary_queries(_report_context(ctx))
-        except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
-            result.report_error = f"{type(exc).__name__}: {exc}"
-            report = False
-    if "as_of" not in summary_q:
-        summary_q["as_of"] = ctx.as_of  # the reference time of every run, report or not
-    t1 = time.monotonic()
-    got = collect_many({**queries, **{f"summary:{k}": v for k, v in summary_q.items()}})
+            try:
+                summary_q = summary_queries(_report_context(ctx))
+            except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
+                result.report_error = f"{type(exc).__name__}: {exc}"
+                report = False
+        if "as_of" not in summary_q:
+            summary_q["as_of"] = ctx.as_of  # the reference time of every run, report or not
+        pipe.submit_many({f"summary:{k}": v for k, v in summary_q.items()})
+        t1 = time.monotonic()
+        got = pipe.results()
     t2 = time.monotonic()
     result.phase_seconds.update(plan=round(t1 - t0, 3), run=round(t2 - t1, 3))
     for rule in rules:

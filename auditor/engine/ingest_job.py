@@ -113,6 +113,11 @@ def _task_bytes(task: dict) -> int:
     return task["size"] if task["range_end"] < 0 else task["range_end"] - task["range_start"]
 
 
+def input_bytes(plan: Plan) -> int:
+    """Bytes the decode of ``plan`` reads."""
+    return sum(_task_bytes(t) for t in plan.tasks)
+
+
 def _small(tasks: list[dict], small_input_bytes: int) -> bool:
     return sum(_task_bytes(t) for t in tasks) <= small_input_bytes
 
@@ -126,6 +131,7 @@ def ingest(
     split_bytes: int = DEFAULT_SPLIT_BYTES,
     small_input_bytes: int = SMALL_INPUT_BYTES,
     progress: Callable[[str, int, int], None] | None = None,
+    plan: Plan | None = None,
 ) -> IngestResult:
     """Decode ``inputs`` into Parquet tables under ``out`` (replacing what was there).
 
@@ -134,12 +140,15 @@ def ingest(
     written with pyarrow (no further job); a larger one is persisted, its tables
     of at most ``DRIVER_TABLE_ROWS`` rows brought to the driver in one job, and
     each larger table written by Spark from the persisted decode.
+
+    ``plan``: the files and tasks of ``inputs`` when the caller made them already
+    (``scan`` sizes its input before it starts Spark: :func:`input_bytes`).
     """
     from pyspark import StorageLevel
 
     t0 = time.monotonic()
     run_id = new_run_id()
-    plan: Plan = make_plan(inputs, split_bytes)
+    plan = plan if plan is not None else make_plan(inputs, split_bytes)
     names = tables or list(TABLES)
     tasks = [t for t in plan.tasks if any(TABLES[n].accepts(t) for n in names)]
     stage_seconds: dict[str, float] = {}

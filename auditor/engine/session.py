@@ -33,6 +33,13 @@ DELTA_CONF = {
 }
 _DELTA_JAR_NAMES = (f"delta-spark_2.13-{DELTA_VERSION}.jar", f"delta-storage-{DELTA_VERSION}.jar")
 
+# A small dump's scan runs each of a few thousand Catalyst code paths a handful of times: HotSpot's
+# optimising compiler (C2) then spends more CPU compiling them than the audit spends running them,
+# and on two cores it takes one away from the work (measured on one capture: the C2 threads used
+# 22 of the driver JVM's 41 CPU-s). C1 alone compiles quickly into code that is good enough for
+# that; a large input keeps C2, whose code the long scans and sorts need.
+SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+
 _LOCAL_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -112,12 +119,14 @@ def _with_delta(settings: dict[str, str], jars: list[str]) -> dict[str, str]:
 
 
 def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, app_name: str = "txn-audit",
-              delta: bool = True):
+              delta: bool = True, small_input: bool = False):
     """Return the active session if one exists (spark-submit, tests), else build one.
 
     ``delta=False``: a new embedded session without the Delta jars and extension
     (the commands that read and write Parquet only; the JVM starts about a second
-    sooner)."""
+    sooner). ``small_input``: the caller knows its input is small (``scan``,
+    ``ingest`` and ``audit`` of a small dump): an embedded driver JVM then compiles
+    with C1 only (:data:`SMALL_INPUT_JAVA_OPTIONS`)."""
     from pyspark.sql import SparkSession
 
     from auditor.engine.jvmcache import driver_java_options
@@ -160,10 +169,13 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
         if resolved.startswith("local"):
             # Delta rebuilds a table's state with this many tasks (default 50, sized for clusters)
             settings.setdefault("spark.databricks.delta.snapshotPartitions", str(os.cpu_count() or 2))
-    cds = driver_java_options()
-    if cds:  # the driver JVM maps its classes from this installation's archive (jvmcache.py)
+    # the driver JVM maps its classes from this installation's archive (jvmcache.py); a small input's
+    # compiles with C1 only
+    extra = [o for o in (driver_java_options(), SMALL_INPUT_JAVA_OPTIONS if small_input and resolved.startswith("local")
+                         else "") if o]
+    if extra:
         user = settings.get("spark.driver.extraJavaOptions")
-        settings["spark.driver.extraJavaOptions"] = f"{user} {cds}" if user else cds
+        settings["spark.driver.extraJavaOptions"] = " ".join(([user] if user else []) + extra)
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

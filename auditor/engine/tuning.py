@@ -63,3 +63,47 @@ def collect_many(queries: Mapping[str, object]) -> dict[str, list[dict]]:
     for row in reduce(lambda a, b: a.union(b), parts).collect():
         out[row["_q"]].append(json.loads(row["_j"]))
     return out
+
+
+PIPELINE_WORKERS = 2  # queries collected at once while the next is built (one per core of a small machine)
+
+
+class Pipeline:
+    """Collect queries on worker threads while the caller builds the next ones.
+
+    ``submit(name, df)`` starts collecting ``df`` (one Spark job, :func:`collect_many`)
+    and returns at once; ``results()`` waits for every submission and returns
+    their rows by name. The workers carry the submitting thread's Spark local
+    properties (job group, description), so a job is accounted where the caller
+    is. Leaving the ``with`` block waits for what is still running, so no job
+    outlives the audit that started it (an exception inside it is re-raised
+    after that)."""
+
+    def __init__(self, workers: int = PIPELINE_WORKERS) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="txn-audit-collect")
+        self._futures: list = []
+
+    def submit_many(self, queries: Mapping[str, object]) -> None:
+        if not queries:
+            return
+        from pyspark.util import inheritable_thread_target
+
+        session = next(iter(queries.values())).sparkSession  # its local properties and tags go with the job
+        self._futures.append(self._pool.submit(inheritable_thread_target(session)(collect_many), dict(queries)))
+
+    def submit(self, name: str, df) -> None:
+        self.submit_many({name: df})
+
+    def results(self) -> dict[str, list[dict]]:
+        out: dict[str, list[dict]] = {}
+        for f in self._futures:
+            out.update(f.result())
+        return out
+
+    def __enter__(self) -> "Pipeline":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -114,6 +114,10 @@ class AuditContext:
         self._building: list[str] = []  # views being built (the innermost persists)
         self._persisted_by: dict[str, list] = {}
         self.released: list[str] = []  # views released before close(), in order
+        # a small dump's audit (auditor.engine.tuning): every table and persisted view is read as one
+        # partition, so Spark plans no shuffle between them (a single partition already satisfies every
+        # join, aggregate and window): a few stages per query instead of one per exchange
+        self.single_partition = False
 
     # -- tables ------------------------------------------------------------
     def table(self, name: str):
@@ -130,7 +134,8 @@ class AuditContext:
           lists each file; ``txn-audit tables`` says which are not live and why).
         """
         if name not in self._tables:
-            self._tables[name] = self._live_table(name)
+            df = self._live_table(name)
+            self._tables[name] = df.coalesce(1) if self.single_partition else df
         return self._tables[name]
 
     def _live_table(self, name: str):
@@ -236,7 +241,8 @@ class AuditContext:
         self._persisted.append(df)
         if self._building:
             self._persisted_by.setdefault(self._building[-1], []).append(df)
-        return df
+        # a cached scan reports no partitioning of its own: say again that it is one partition
+        return df.coalesce(1) if self.single_partition else df
 
     def release(self, name: str) -> None:
         """Unpersist what view ``name`` persisted (its last consumer has run)."""

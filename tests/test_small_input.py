@@ -1,0 +1,101 @@
+"""The small-input path of an interactive scan (issue 12): a driver JVM that compiles with C1
+only, rules collected on worker threads while the next is built, tables read as one partition.
+What the findings are is checked elsewhere (tests/test_scenarios.py: the small path and the
+rule-by-rule path give the same findings, summary and plots); here, that each piece does what
+it says."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from auditor.cli.audit_cmd import _small_tables
+from auditor.engine import tuning
+from auditor.engine.ingest_job import SMALL_INPUT_BYTES, input_bytes
+from auditor.engine.session import SMALL_INPUT_JAVA_OPTIONS
+from auditor.ingest.plan import make_plan
+from conftest import PROJECT, SAMPLE_LOGS
+
+_CHILD = ("import json, sys\n"
+          "from auditor.engine.session import get_spark\n"
+          "s = get_spark(delta=False, small_input=sys.argv[1] == 'small')\n"
+          "args = list(s._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())\n"
+          "print(json.dumps({'args': args, 'n': s.range(5).count()}))\n"
+          "s.stop()\n")
+
+
+def _driver_args(kind: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, kind], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["n"] == 5  # the session runs jobs
+    return got["args"]
+
+
+def test_a_small_input_driver_jvm_compiles_with_c1_only_and_a_large_one_keeps_c2():
+    small, large = _driver_args("small"), _driver_args("large")
+    assert SMALL_INPUT_JAVA_OPTIONS in small
+    assert not any(a.startswith("-XX:TieredStopAtLevel") for a in large)
+    # the class-data sharing archive (when built) is mapped either way: the flags only add to it
+    assert [a for a in small if a.startswith("-XX:SharedArchiveFile")] == \
+        [a for a in large if a.startswith("-XX:SharedArchiveFile")]
+
+
+def test_scan_sizes_its_input_before_spark_starts(tmp_path):
+    plan = make_plan([str(SAMPLE_LOGS / "hanging-late-write")])
+    assert 0 < input_bytes(plan) <= SMALL_INPUT_BYTES
+    # a segment bigger than the bound is not small, whatever it holds (a sparse file: no disk used)
+    big = tmp_path / "t-0"
+    big.mkdir()
+    with open(big / "00000000000000000000.log", "wb") as f:
+        f.truncate(SMALL_INPUT_BYTES + 1)
+    assert input_bytes(make_plan([str(big)])) > SMALL_INPUT_BYTES
+
+
+@pytest.mark.parametrize("manifest, small", [
+    ({"tables": {"batches": 79}}, True),
+    ({"tables": {"batches": tuning.SMALL_AUDIT_BATCHES + 1}}, False),
+    ({"tables": {}}, False),
+    ("not json", False),
+    (None, False),
+])
+def test_audit_sizes_the_dump_from_its_manifest(tmp_path, manifest, small):
+    if manifest is not None:
+        (tmp_path / "_ingest.json").write_text(manifest if isinstance(manifest, str) else json.dumps(manifest))
+    assert _small_tables(str(tmp_path)) is small
+
+
+@pytest.mark.spark
+def test_pipeline_collects_each_query_in_the_callers_job_group(spark):
+    sc = spark.sparkContext
+    sc.setJobGroup("pipeline-test", "pipeline-test")
+    try:
+        with tuning.Pipeline() as pipe:
+            pipe.submit("a", spark.range(3).selectExpr("id AS x"))
+            pipe.submit_many({"b": spark.range(2).selectExpr("id * 10 AS y"), "c": spark.range(0).selectExpr("id AS z")})
+            got = pipe.results()
+    finally:
+        sc.setJobGroup("", "")
+    assert got == {"a": [{"x": 0}, {"x": 1}, {"x": 2}], "b": [{"y": 0}, {"y": 10}], "c": []}
+    assert len(sc.statusTracker().getJobIdsForGroup("pipeline-test")) == 2  # one job per submission
+
+
+@pytest.mark.spark
+def test_pipeline_raises_a_failed_query_after_every_other_has_ended(spark):
+    from pyspark.errors import PySparkException
+    from py4j.protocol import Py4JJavaError
+
+    started = threading.active_count()
+    with pytest.raises((PySparkException, Py4JJavaError)) as info:
+        with tuning.Pipeline() as pipe:
+            pipe.submit("bad", spark.range(1).selectExpr("raise_error('boom in a rule') AS x"))
+            pipe.submit("good", spark.range(1))
+            pipe.results()
+    assert "boom in a rule" in str(info.value)
+    assert threading.active_count() <= started  # no worker left running after the block
