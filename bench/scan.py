@@ -6,12 +6,14 @@ Two cases: one small capture of ``sample_logs/`` (default ``hanging-late-write``
 directory of ``sample_logs/`` in one scan. Each run is a fresh process (a cold JVM, as a user
 gets it). Two kinds of run, alternated:
 
-* **phases**: a child process runs the scan's steps itself and prints the time and the number of
-  Spark jobs of each: ``session`` (the SparkSession, JVM start-up included), ``decode`` and
-  ``write`` (ingestion: one Spark job decodes every table; a small input's tables are written by
-  the driver), ``plan`` (the rules and the report summary build their queries), ``run`` (all of
-  them collected: one Spark job for a small dump), ``report`` (the plot series: one job) and
-  ``render`` (the JSON report). ``process`` is the child's whole wall time from interpreter start.
+* **phases**: a child process runs the scan's steps itself, as ``scan`` does, and prints the time
+  and the number of Spark jobs of each: ``inputs`` (discovery and the decode plan, before Spark:
+  their size chooses the session's settings), ``session`` (the SparkSession, JVM start-up
+  included), ``decode`` and ``write`` (ingestion: one Spark job decodes every table; a small
+  input's tables are written by the driver), ``plan`` (the report summary's and the rules' queries
+  built, each collected by a worker thread while the next is built: one job each), ``run`` (waiting
+  for the last of them), ``report`` (the plot series: one job) and ``render`` (the JSON report).
+  ``process`` is the child's wall time from the first step.
 * **cli**: the whole ``txn-audit scan DIRS --format json -q`` process, timed from outside; with
   ``--baseline DIR`` (another version checked out there) that version's scan too, alternately.
 

@@ -112,8 +112,8 @@ def test_findings_equal_expected(results, scenario):
 
 
 def test_audit_modes_agree(results):
-    """A small dump's rules are collected together in one Spark job under the
-    small-input settings; a large one's rule by rule. Same tables, same
+    """A small dump's rules are collected on worker threads under the small-input
+    settings, its tables read as one partition; a large one's rule by rule. Same tables, same
     findings, summary, plot series and reference time either way."""
     _, _, modes = results
     together, one_by_one = modes[True], modes[False]

@@ -1,9 +1,11 @@
 """Run the rule catalog over ingested tables and write the findings table.
 
 Rules build their queries over shared views (see ``views.py``); each rule's
-findings are conformed to one schema, collected (all rules in one Spark job for
-a small dump, rule by rule for a large one) and written as Parquet with the same staging-and-rename swap as ingestion, so a killed audit
-never leaves a partial findings table.
+findings are conformed to one schema, collected (for a small dump, each rule's
+query on a worker thread while the next is built; for a large one, rule by rule
+with Spark's own settings) and written as Parquet with the same
+staging-and-rename swap as ingestion, so a killed audit never leaves a partial
+findings table.
 """
 
 from __future__ import annotations
@@ -65,9 +67,10 @@ def audit(
     (:class:`auditor.batch.audit.DeltaAuditContext`). The rule loop is the same,
     so both report the same findings for the same data.
 
-    ``together``: collect every rule's findings (and the report summary) in one
-    Spark job under the small-input settings (:mod:`auditor.engine.tuning`)
-    instead of rule by rule. Default: when the ingest manifest says the dump has
+    ``together``: the small-input path (:mod:`auditor.engine.tuning`): the report
+    summary's and every rule's query collected as soon as each is built, one
+    Spark job each, under the small-input settings, with the tables read as one
+    partition; otherwise rule by rule. Default: when the ingest manifest says the dump has
     at most ``SMALL_AUDIT_BATCHES`` batches. Rule by rule gives each rule's time
     (``rule_seconds``) and keeps Spark's adaptive settings for large dumps."""
     from auditor.engine.tuning import SMALL_AUDIT_BATCHES, SMALL_SQL_CONF, sql_conf
@@ -154,12 +157,7 @@ def _run_together(ctx, rules, result, progress, report) -> None:
 
     t0 = time.monotonic()
     with Pipeline() as pipe:
-        for i, rule in enumerate(rules):
-            if progress:
-                progress(rule.id, i, len(rules))
-            if _runnable(ctx, rule, result):
-                pipe.submit(f"rule:{rule.id}",
-                            conform(rule.run(RuleContext(ctx, f"rule {rule.id}", rule.views)), rule))
+        # the summary first: it needs no finding, so its job runs while the rules are built
         summary_q: dict[str, object] = {}
         if report:
             from auditor.engine.report_data import summary_queries
@@ -172,6 +170,12 @@ def _run_together(ctx, rules, result, progress, report) -> None:
         if "as_of" not in summary_q:
             summary_q["as_of"] = ctx.as_of  # the reference time of every run, report or not
         pipe.submit_many({f"summary:{k}": v for k, v in summary_q.items()})
+        for i, rule in enumerate(rules):
+            if progress:
+                progress(rule.id, i, len(rules))
+            if _runnable(ctx, rule, result):
+                pipe.submit(f"rule:{rule.id}",
+                            conform(rule.run(RuleContext(ctx, f"rule {rule.id}", rule.views)), rule))
         t1 = time.monotonic()
         got = pipe.results()
     t2 = time.monotonic()

@@ -6,8 +6,14 @@ and every stage is compiled to Java byte code. On an interactive scan of a
 small dump that overhead is nearly all the time spent: a few thousand rows
 need none of it. Audits of at most :data:`SMALL_AUDIT_BATCHES` batches run
 under :data:`SMALL_SQL_CONF` (restored afterwards: the session may be shared),
-with the rules' queries collected together (``auditor.engine.audit``); larger
-ones keep Spark's settings and run rule by rule.
+with the tables read as one partition and each rule's query collected by a
+:class:`Pipeline` worker while the next is built (``auditor.engine.audit``);
+larger ones keep Spark's settings and run rule by rule.
+
+What else a small input changes lives where it is decided: the driver JVM's
+compiler (``session.SMALL_INPUT_JAVA_OPTIONS``, chosen by ``scan``, ``ingest``
+and ``audit`` before Spark starts) and the decode's collection to the driver
+(``ingest_job.SMALL_INPUT_BYTES``).
 """
 
 from __future__ import annotations
