@@ -42,13 +42,13 @@ def child(dirs: list[str]) -> dict:
     import io
     import tempfile
 
-    from auditor.engine.ingest_job import SMALL_INPUT_BYTES, ingest, input_bytes
+    from auditor.engine.ingest_job import ingest, small_plan
     from auditor.engine.session import get_spark
     from auditor.ingest.plan import make_plan
 
     plan = make_plan(dirs)  # as `scan` does: the input's size chooses the session's settings
     t_inputs = time.monotonic() - t_start
-    spark = get_spark(small_input=input_bytes(plan) <= SMALL_INPUT_BYTES)
+    spark = get_spark(small_input=small_plan(plan))
     sc = spark.sparkContext
     t_session = time.monotonic() - t_start - t_inputs
     from auditor.engine.audit import audit

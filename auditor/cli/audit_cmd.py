@@ -41,13 +41,13 @@ def _small_tables(tables: str) -> bool:
     """Is the ingested dump small enough for the small-input settings (auditor.engine.tuning)?"""
     import json
 
-    from auditor.engine.tuning import SMALL_AUDIT_BATCHES
+    from auditor.engine.tuning import small_audit
 
     try:
         rows = json.loads((Path(tables) / "_ingest.json").read_text()).get("tables", {})
+        return small_audit(rows)
     except (OSError, ValueError, AttributeError):
         return False
-    return isinstance(rows.get("batches"), int) and rows["batches"] <= SMALL_AUDIT_BATCHES
 
 
 def _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, progress):
@@ -143,13 +143,13 @@ def scan_cmd(logdirs, tables_dir, findings_out, master, confs, rules, as_of, max
     Exit status: 0 no reported finding at or above --fail-on, 1 some, 2 bad
     usage, no input file was readable at all, or --tables/--out cannot be written.
     """
-    from auditor.engine.ingest_job import SMALL_INPUT_BYTES, ingest, input_bytes
+    from auditor.engine.ingest_job import ingest, small_plan
     from auditor.ingest.plan import make_plan
 
     make_filters(rules=rules, **filter_opts)  # bad filter values fail before Spark starts
     _check_outputs(tables_dir, findings_out)
     plan = make_plan(list(logdirs))  # before Spark: its size chooses the session's settings
-    spark = _spark(master, confs, small_input=input_bytes(plan) <= SMALL_INPUT_BYTES)
+    spark = _spark(master, confs, small_input=small_plan(plan))
     with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, StageProgress(err, not quiet) as prog:
         tdir = tables_dir or str(Path(tmp) / "tables")
         res_in = ingest(spark, list(logdirs), tdir, progress=prog.stage("decoding"), plan=plan)

@@ -42,7 +42,7 @@ def ingest_cmd(logdirs, out_dir, master, confs, tables, split_mb, quiet) -> None
     0 all inputs clean, 1 some inputs bad (the rest was decoded), 2 usage error,
     nothing readable, or --out cannot be written (nothing in it is replaced).
     """
-    from auditor.engine.ingest_job import SMALL_INPUT_BYTES, check_output, ingest, input_bytes
+    from auditor.engine.ingest_job import check_output, ingest, small_plan
     from auditor.engine.session import get_spark, parse_conf
     from auditor.ingest.plan import make_plan
     from auditor.ingest.tables import TABLES
@@ -57,7 +57,7 @@ def ingest_cmd(logdirs, out_dir, master, confs, tables, split_mb, quiet) -> None
         raise click.UsageError(str(exc)) from None
     split_bytes = split_mb * 1024 * 1024
     plan = make_plan(list(logdirs), split_bytes)  # before Spark: its size chooses the session's settings
-    spark = get_spark(master, conf, delta=False, small_input=input_bytes(plan) <= SMALL_INPUT_BYTES)
+    spark = get_spark(master, conf, delta=False, small_input=small_plan(plan))
 
     def progress(name: str, i: int, n: int) -> None:
         if not quiet:

@@ -73,13 +73,12 @@ def audit(
     partition; otherwise rule by rule. Default: when the ingest manifest says the dump has
     at most ``SMALL_AUDIT_BATCHES`` batches. Rule by rule gives each rule's time
     (``rule_seconds``) and keeps Spark's adaptive settings for large dumps."""
-    from auditor.engine.tuning import SMALL_AUDIT_BATCHES, SMALL_SQL_CONF, sql_conf
+    from auditor.engine.tuning import SMALL_SQL_CONF, small_audit, sql_conf
 
     ctx = context(spark, tables_dir, options)
     rules = select_rules(discover(), only)
     if together is None:  # a context that counts rows only when asked (Delta) has none yet: rule by rule
-        rows = ctx.table_rows
-        together = "batches" in rows and rows["batches"] <= SMALL_AUDIT_BATCHES
+        together = small_audit(ctx.table_rows)
     ctx.single_partition = together
     result = AuditResult(findings=[])
     try:

@@ -118,6 +118,11 @@ def input_bytes(plan: Plan) -> int:
     return sum(_task_bytes(t) for t in plan.tasks)
 
 
+def small_plan(plan: Plan) -> bool:
+    """Is ``plan`` a small input (its session gets the small-input settings, ``session.get_spark``)?"""
+    return _small(plan.tasks, SMALL_INPUT_BYTES)
+
+
 def _small(tasks: list[dict], small_input_bytes: int) -> bool:
     return sum(_task_bytes(t) for t in tasks) <= small_input_bytes
 

@@ -23,6 +23,12 @@ from typing import Iterator, Mapping
 
 SMALL_AUDIT_BATCHES = 200_000
 
+
+def small_audit(table_rows: Mapping[str, object]) -> bool:
+    """Does a dump of these table row counts (the ingest manifest's) take the small-input path?"""
+    n = table_rows.get("batches")
+    return isinstance(n, int) and n <= SMALL_AUDIT_BATCHES
+
 SMALL_SQL_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "false",  # one job per query, not one per shuffle stage
     "spark.sql.autoBroadcastJoinThreshold": "-1",  # no broadcast jobs...
