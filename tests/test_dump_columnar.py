@@ -72,6 +72,75 @@ def test_memory_mapped_path_equals_per_object_dump(monkeypatch):
     _check(tasks)
 
 
+def _walk_segment(tmp_path):
+    """A segment made for the vectorised record walk (dump_fast._walk_records): runs of
+    plain batches of 1 to 40 records (null, empty and real keys and values, negative
+    timestamp deltas, sequences that wrap past INT32_MAX, none), and among them what it
+    must leave to the exact decoder: record headers, a compressed batch, LogAppendTime,
+    a record count that promises more records than the batch holds, a record length that
+    does not add up, and one long batch left walking alone."""
+    import random
+    import struct
+
+    from builders import CODECS, kp_batch
+
+    rng = random.Random(7)
+    out, offset = bytearray(), 0
+
+    def blob():
+        return rng.choice([None, b"", b"x" * rng.randrange(1, 300)])
+
+    def add(b: bytes) -> None:
+        nonlocal offset
+        out.extend(b)
+        offset += struct.unpack_from(">i", b, 23)[0] + 1  # last offset delta + 1
+
+    for i in range(120):
+        n = 200 if i == 60 else rng.randrange(1, 41)
+        headers = [("h", b"v")] if i % 29 == 5 else []
+        recs = [(j, 1_700_000_000_000 + rng.randrange(-5000, 5000), blob(), blob(), headers) for j in range(n)]
+        seq = rng.choice([-1, 0, 1000, 0x7FFFFFFF - 10])
+        b = bytearray(kp_batch(recs, producer_id=-1 if seq < 0 else 42, producer_epoch=0 if seq >= 0 else -1,
+                               base_sequence=seq, base_offset=offset,
+                               codec=CODECS["gzip"] if i % 37 == 3 else 0))
+        if i % 31 == 7:  # LogAppendTime: the broker's max timestamp for every record
+            struct.pack_into(">h", b, 21, struct.unpack_from(">h", b, 21)[0] | 0x08)
+        if i == 50:  # more records promised than there are
+            struct.pack_into(">i", b, 57, n + 1)
+        if i == 70:  # the first record's length one byte short (its varint is one byte: lengths < 64)
+            b[61] = max(b[61] - 2, 0)
+        add(bytes(b))
+    d = tmp_path / "walk-0"
+    d.mkdir()
+    (d / "00000000000000000000.log").write_bytes(bytes(out))
+    return _tasks(tmp_path)
+
+
+def test_record_walk_equals_per_object_dump(tmp_path, monkeypatch):
+    """--records of plain batches is walked vectorised; every batch it cannot vouch for goes the exact way."""
+    from auditor.cli import dump_fast
+
+    tasks = _walk_segment(tmp_path)
+    walked = []
+    real = dump_fast._walk_records
+    monkeypatch.setattr(dump_fast, "_walk_records", lambda *a: walked.append(real(*a)) or walked[-1])
+    for active in (True, False):
+        _check([{**t, "active": active} for t in tasks])
+    assert walked and all(w is not None for w in walked)
+    ok = [x for w in walked for x in w.ok]
+    assert sum(ok) > 80 and not all(ok)  # most batches walked, the odd ones not
+
+
+def test_only_internal_topics_have_segment_tables_besides_batches():
+    """``dump`` skips the table registry for other topics' segments (dump_run._fast_items)."""
+    from auditor.cli.dump_run import _INTERNAL
+    from auditor.ingest.tables import TABLES
+
+    for name, spec in TABLES.items():
+        if name != "batches" and "segment" in spec.kinds:
+            assert spec.topic in _INTERNAL, name
+
+
 def test_fast_dump_equals_per_object_dump_on_real_logs():
     assert REAL_LOGS.is_dir(), f"{REAL_LOGS} is missing: the real captures sit beside the clone (shared/real_logs)"
     _check(_tasks(REAL_LOGS))

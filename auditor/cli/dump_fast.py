@@ -283,11 +283,22 @@ def write_records(task: dict, out: BinaryIO, flush_every: int = 16384) -> None:
                 rows = np.flatnonzero(~item["is_control"] & ((item["magic"] == 2) | (item["record_count"] >= 0)))
                 if not len(rows):
                     continue
+                walked = _walk_records(f, item, rows)  # the plain v2 batches' records, vectorised
                 fields = {k: item[k][rows].tolist() for k in (
                     "position", "size", "base_offset", "magic", "attributes", "record_count", "ts_type",
                     "base_timestamp", "max_timestamp", "base_sequence")}
                 fd = f.fileno()
-                for j, i in enumerate(rows.tolist()):
+                j = 0
+                while j < len(rows):
+                    if walked is not None and walked.ok[j]:
+                        k = j  # a run of walked batches: their records written as one block
+                        while k < len(rows) and walked.ok[k]:
+                            k += 1
+                        acc.write(out)
+                        walked.write(out, j, k)
+                        j = k
+                        continue
+                    i = int(rows[j])
                     base_offset = fields["base_offset"][j]
                     n = fields["record_count"][j]
                     if fields["magic"][j] == 2 and fields["attributes"][j] & 0x07 == 0 and 0 <= n and fields["size"][j] <= _LEAN_MAX:
@@ -298,6 +309,7 @@ def write_records(task: dict, out: BinaryIO, flush_every: int = 16384) -> None:
                                          fields["base_timestamp"][j], fields["base_sequence"][j], acc):
                             if acc.n >= flush_every:
                                 acc.write(out)
+                            j += 1
                             continue
                     h = _Header(item, i)
                     try:
@@ -307,6 +319,7 @@ def write_records(task: dict, out: BinaryIO, flush_every: int = 16384) -> None:
                         pass
                     if acc.n >= flush_every:
                         acc.write(out)
+                    j += 1
         except (OSError, DecodeError):
             pass
     acc.write(out)
@@ -381,6 +394,161 @@ def _lean_records(data: bytes, count: int, base_offset: int, log_append_ts: int 
     return True
 
 
+# the record walk below gives up on batches still unfinished when fewer than this many are left
+# walking together (each step costs a few numpy calls whatever the number of batches)
+_WALK_MIN_ACTIVE = 16
+_WALK_MAX_BYTES = 64 << 20  # bytes of one chunk's batches read at once (a window's worth, normally)
+_INT32_MAX = 0x7FFFFFFF
+
+
+class _Walked:
+    """The records of a chunk's plain batches (``ok[j]``: row ``j`` of the chunk's data
+    batches was walked), as columns in batch order, then record order."""
+
+    def __init__(self, ok: np.ndarray, first: np.ndarray, cols: dict[str, np.ndarray]) -> None:
+        self.ok = ok.tolist()
+        self.first = first  # first[j]: index in cols of row j's first record (first[-1]: the total)
+        self.cols = cols
+
+    def write(self, out: BinaryIO, j: int, k: int) -> None:
+        """Write the records of rows ``j`` to ``k`` (all walked)."""
+        a, b = int(self.first[j]), int(self.first[k])
+        if b > a:
+            c = self.cols
+            _write_record_block(out, b - a, c["offset"][a:b], c["timestamp"][a:b], c["sequence"][a:b],
+                                c["key_size"][a:b], c["value_size"][a:b], b"[]", c["batch"][a:b])
+
+
+def _varints(buf: np.ndarray, p: np.ndarray, end: np.ndarray, maxb: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Zigzag varints (``maxb`` 5: int32, 10: int64) at positions ``p`` of ``buf``
+    (zero-padded by 10 bytes), each to end before ``end``: (values, positions
+    after them, ok). Not ok: no last byte within ``maxb`` bytes, or past ``end``."""
+    cells = buf[np.minimum(p, len(buf) - 10)[:, None] + np.arange(maxb)]
+    last = cells < 0x80
+    nbytes = last.argmax(axis=1) + 1
+    ok = last.any(axis=1) & (p + nbytes <= end)
+    keep = np.arange(maxb) < nbytes[:, None]
+    u = ((cells & 0x7F).astype(np.uint64) << (np.arange(maxb, dtype=np.uint64) * np.uint64(7)))
+    u = np.where(keep, u, np.uint64(0)).sum(axis=1, dtype=np.uint64)
+    if maxb == 5:
+        u &= np.uint64(0xFFFFFFFF)
+    values = (u >> np.uint64(1)).astype(np.int64) ^ -(u & np.uint64(1)).astype(np.int64)
+    return values, p + nbytes, ok
+
+
+def _add(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """a + b in int64, and where that overflowed (Python ints would not: those batches go the exact way)."""
+    with np.errstate(over="ignore"):
+        s = a + b
+    return s, ((a ^ s) & (b ^ s)) < 0
+
+
+def _walk_records(f: BinaryIO, item: dict, rows: np.ndarray) -> "_Walked | None":
+    """The records of the chunk's plain batches (v2, uncompressed, records without
+    headers: what :func:`_lean_records` parses), walked vectorised: step ``k``
+    parses the ``k``-th record of every batch that has one, so a chunk of many
+    small batches costs a few numpy calls per record *position*, not per record.
+    A batch anything is odd about (a header, a length that does not add up, a
+    value past int64) is left for :func:`_lean_records` / ``iter_records`` to
+    decide exactly, as are batches still unfinished when fewer than
+    ``_WALK_MIN_ACTIVE`` are left walking. None: nothing here to walk."""
+    magic, attrs, count, size = (item[k][rows] for k in ("magic", "attributes", "record_count", "size"))
+    plain = (magic == 2) & (attrs & 0x07 == 0) & (count >= 0) & (size <= _LEAN_MAX) & (size >= V2_HEADER)
+    idx = np.flatnonzero(plain)
+    if len(idx) < _WALK_MIN_ACTIVE:
+        return None
+    pos = item["position"][rows][idx].astype(np.int64)
+    lo = int(pos[0])
+    hi = int(pos[-1] + size[idx][-1])
+    if hi - lo > _WALK_MAX_BYTES:
+        return None
+    data = os.pread(f.fileno(), hi - lo, lo)
+    if len(data) != hi - lo:
+        return None
+    buf = np.zeros(hi - lo + 10, np.uint8)
+    buf[:hi - lo] = np.frombuffer(data, np.uint8)
+    cur = pos - lo + V2_HEADER
+    end = pos - lo + size[idx].astype(np.int64)
+    left = count[idx].astype(np.int64)
+    ok = np.ones(len(idx), bool)
+    parts: list[tuple[np.ndarray, ...]] = []
+    k = 0
+    while True:
+        act = np.flatnonzero(ok & (left > k))
+        if not len(act):
+            break
+        if len(act) < _WALK_MIN_ACTIVE:
+            ok[act] = False
+            break
+        p, e = cur[act], end[act]
+        length, p, good = _varints(buf, p, e, 5)
+        start = p
+        good &= (length >= 0) & (length <= e - p)
+        p = p + 1  # attributes
+        good &= p <= e
+        ts_delta, p, g = _varints(buf, p, e, 10)
+        good &= g
+        off_delta, p, g = _varints(buf, p, e, 5)
+        good &= g
+        key_len, p, g = _varints(buf, p, e, 5)
+        p = p + np.maximum(key_len, 0)
+        good &= g & (p <= e)
+        value_len, p, g = _varints(buf, p, e, 5)
+        p = p + np.maximum(value_len, 0)
+        good &= g & (p <= e)
+        headers, p, g = _varints(buf, p, e, 5)
+        good &= g & (headers == 0) & (p - start == length)
+        ok[act[~good]] = False
+        cur[act] = p
+        parts.append((act, ts_delta, off_delta, key_len, value_len))
+        k += 1
+    ok &= cur == end  # a batch's records fill it exactly, or it is not plain
+    if not ok.any():
+        return None
+    rec_batch = np.concatenate([a for a, *_ in parts]) if parts else np.zeros(0, np.int64)
+    order = np.argsort(rec_batch, kind="stable")  # steps are in record order: batch, then record
+    rec_batch = rec_batch[order]
+    ts_delta, off_delta, key_len, value_len = (np.concatenate([q[i] for q in parts])[order] for i in range(1, 5))
+    sel = (item[c][rows][idx] for c in ("base_offset", "ts_type", "base_timestamp", "max_timestamp", "base_sequence"))
+    base_offset, ts_type, base_ts, max_ts, base_seq = (v.astype(np.int64)[rec_batch] for v in sel)
+    offset, over = _add(base_offset, off_delta)
+    created, over2 = _add(base_ts, ts_delta)
+    timestamp = np.where(ts_type == 1, max_ts, created)
+    bad = over | (over2 & (ts_type != 1))
+    if bad.any():
+        ok[np.unique(rec_batch[bad])] = False
+    sequence = np.where(base_seq < 0, -1, np.where(base_seq > _INT32_MAX - off_delta,
+                                                   off_delta - (_INT32_MAX - base_seq) - 1, base_seq + off_delta))
+    keep = ok[rec_batch]
+    cols = {"offset": offset[keep], "timestamp": timestamp[keep], "sequence": sequence[keep],
+            "key_size": np.where(key_len >= 0, key_len, -1)[keep], "value_size": np.where(value_len >= 0, value_len, -1)[keep],
+            "batch": base_offset[keep]}
+    walked = np.zeros(len(rows), bool)
+    walked[idx[ok]] = True
+    per_row = np.zeros(len(rows), np.int64)
+    per_row[idx[ok]] = count[idx[ok]]
+    first = np.concatenate([[0], np.cumsum(per_row)])
+    return _Walked(walked, first, cols)
+
+
+def _ints(values) -> jc.Part:
+    try:
+        return jc.int_part(np.asarray(values, dtype=np.int64))
+    except OverflowError:  # a corrupt delta took a value past int64: Python ints, one token each
+        return jc.object_part(values)
+
+
+def _write_record_block(out: BinaryIO, n: int, offset, timestamp, sequence, key_size, value_size,
+                        header_keys: jc.Part, batch) -> None:
+    """``n`` record lines from their columns (numpy arrays or lists of ints)."""
+    jc.write(out, n, [
+        _RKEYS["type"], b'"record"', _RKEYS["offset"], _ints(offset), _RKEYS["timestamp"], _ints(timestamp),
+        _RKEYS["sequence"], _ints(sequence), _RKEYS["key_size"], _ints(key_size),
+        _RKEYS["value_size"], _ints(value_size), _RKEYS["header_keys"], header_keys,
+        _RKEYS["batch_base_offset"], _ints(batch), _END,
+    ])
+
+
 class _RecordColumns:
     """Record fields collected as lists, written as one vectorised block."""
 
@@ -421,13 +589,6 @@ class _RecordColumns:
     def write(self, out: BinaryIO) -> None:
         if not self.n:
             return
-
-        def ints(values: list[int]) -> jc.Part:
-            try:
-                return jc.int_part(np.array(values, dtype=np.int64))
-            except OverflowError:  # a corrupt delta took a value past int64: Python ints, one token each
-                return jc.object_part(values)
-
         keys = self.header_keys
         if all(k == b"[]" for k in keys):
             hk: jc.Part = b"[]"
@@ -435,10 +596,6 @@ class _RecordColumns:
             seen: dict[object, int] = {}
             codes = np.fromiter((seen.setdefault(k, len(seen)) for k in keys), np.int32, count=len(keys))
             hk = jc.choice_part(codes, list(seen))  # type: ignore[arg-type]
-        jc.write(out, self.n, [
-            _RKEYS["type"], b'"record"', _RKEYS["offset"], ints(self.offset), _RKEYS["timestamp"], ints(self.timestamp),
-            _RKEYS["sequence"], ints(self.sequence), _RKEYS["key_size"], ints(self.key_size),
-            _RKEYS["value_size"], ints(self.value_size), _RKEYS["header_keys"], hk,
-            _RKEYS["batch_base_offset"], ints(self.batch), _END,
-        ])
+        _write_record_block(out, self.n, self.offset, self.timestamp, self.sequence, self.key_size,
+                            self.value_size, hk, self.batch)
         self.clear()

@@ -22,9 +22,13 @@ from typing import Iterable, Iterator
 
 import pyarrow as pa
 
-from auditor.ingest.context import PROBLEM_COLUMNS
-from auditor.ingest.storage import is_remote, open_input
-from auditor.ingest.tables import TABLES, TableSpec, decode_task
+from auditor.startup import skip_pandas
+
+skip_pandas()  # before the decoders' first list-to-Arrow conversion: a worker would import pandas for it
+
+from auditor.ingest.context import PROBLEM_COLUMNS  # noqa: E402
+from auditor.ingest.storage import is_remote, open_input  # noqa: E402
+from auditor.ingest.tables import TABLES, TableSpec, decode_task  # noqa: E402
 
 ROWS_PER_ARROW_BATCH = 8192
 
