@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -66,12 +67,32 @@ def results(spark, tmp_path_factory):
         out = tmp_path_factory.mktemp(f"scenarios{i}") / "tables"
         ing = ingest(spark, [str(s) for s in g.values()], str(out))
         bad += ing.bad_files
-        res = audit(spark, str(out), report=i == 0)
-        if i == 0:  # the same tables rule by rule: for test_audit_modes_agree
-            modes = {True: res, False: audit(spark, str(out), report=True, together=False)}
+        if i == 0:
+            # test_audit_modes_agree: the small path with every partition's plot series collected
+            # with the rules (the cap raised: this group has more replicas than a small dump gets
+            # it for), with them collected after the findings, and the same tables rule by rule
+            with _early_plot_cap(10**6):
+                res = audit(spark, str(out), report=True)
+            with _early_plot_cap(0):
+                late = audit(spark, str(out), report=True)
+            modes = {True: res, "late": late, False: audit(spark, str(out), report=True, together=False)}
+        else:
+            res = audit(spark, str(out))
         for f in res.findings:
             per[g[f["cluster_id"]].name].append(f)
     return bad, per, modes
+
+
+@contextmanager
+def _early_plot_cap(replicas: int):
+    from auditor.engine import audit as audit_module
+
+    before = audit_module.EARLY_PLOT_REPLICAS
+    audit_module.EARLY_PLOT_REPLICAS = replicas
+    try:
+        yield
+    finally:
+        audit_module.EARLY_PLOT_REPLICAS = before
 
 
 def _key(f: dict) -> tuple:
@@ -127,6 +148,11 @@ def test_audit_modes_agree(results):
     assert canon(together) == canon(one_by_one)
     assert together.summary == one_by_one.summary and together.summary["batches"] > 0
     assert together.plots == one_by_one.plots and together.plots["partitions"]
+    # every partition's series collected with the rules, those with findings kept: the same plots
+    late = modes["late"]
+    assert together.plots_with_rules and not late.plots_with_rules and not one_by_one.plots_with_rules
+    assert late.plots == together.plots and late.summary == together.summary
+    assert canon(late) == canon(together)
     assert together.as_of_ms == one_by_one.as_of_ms > 0
     assert together.skipped == one_by_one.skipped
     # rule by rule, a persisted view is released after its last reader; what the report data reads stays

@@ -34,6 +34,7 @@ class AuditResult:
     # rule by rule: "rules" and "report"
     phase_seconds: dict[str, float] = field(default_factory=dict)
     released_views: list[str] = field(default_factory=list)  # unpersisted after their last reader (rule by rule)
+    plots_with_rules: bool = False  # the plot series were collected with the rules (a small dump: _early_plots)
 
 
 def select_rules(rules: list[Rule], only: tuple[str, ...] | list[str] = ()) -> list[Rule]:
@@ -168,15 +169,23 @@ def _run_together(ctx, rules, result, progress, report) -> None:
                 report = False
         if "as_of" not in summary_q:
             summary_q["as_of"] = ctx.as_of  # the reference time of every run, report or not
-        pipe.submit_many({f"summary:{k}": v for k, v in summary_q.items()})
+        summary_job = pipe.submit_many({f"summary:{k}": v for k, v in summary_q.items()})
         for i, rule in enumerate(rules):
             if progress:
                 progress(rule.id, i, len(rules))
             if _runnable(ctx, rule, result):
                 pipe.submit(f"rule:{rule.id}",
                             conform(rule.run(RuleContext(ctx, f"rule {rule.id}", rule.views)), rule))
+        plots_job = _early_plots(ctx, pipe, summary_job, result) if report else None
         t1 = time.monotonic()
         got = pipe.results()
+        plot_rows = None
+        if plots_job is not None:
+            try:
+                plot_rows = plots_job.result()
+                result.plots_with_rules = True
+            except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
+                result.report_error = f"{type(exc).__name__}: {exc}"
     t2 = time.monotonic()
     result.phase_seconds.update(plan=round(t1 - t0, 3), run=round(t2 - t1, 3))
     for rule in rules:
@@ -184,9 +193,34 @@ def _run_together(ctx, rules, result, progress, report) -> None:
     summary_rows = {k.split(":", 1)[1]: v for k, v in got.items() if k.startswith("summary:")}
     result.as_of_ms = max((int(r["as_of_ms"]) for r in summary_rows.get("as_of", []) if r.get("as_of_ms") is not None),
                           default=0)
-    if report:
-        _report_data(ctx, rules, result, progress, summary_rows)
+    if report and result.report_error is None:
+        _report_data(ctx, rules, result, progress, summary_rows, plot_rows)
         result.phase_seconds["report"] = round(time.monotonic() - t2, 3)
+
+
+EARLY_PLOT_REPLICAS = 80  # a small dump with at most this many replicas gets its plot series with the rules
+
+
+def _early_plots(ctx, pipe, summary_job, result):
+    """The plot series of *every* partition, submitted as soon as the rules are: a
+    small dump's few replicas cost the job little, and the report then needs no job
+    after the findings (which only pick the partitions to show,
+    ``report_data.build_plots``). None, and the plots are collected after the
+    findings as usual: no summary job, more than ``EARLY_PLOT_REPLICAS`` replicas,
+    or a failure (the report data's, not the audit's)."""
+    from auditor.engine.report_data import plot_queries, plot_ranges
+
+    if summary_job is None:
+        return None
+    try:
+        stats = summary_job.result().get("summary:replica_stats", [])
+        if len(plot_ranges(stats)) > EARLY_PLOT_REPLICAS:
+            return None
+        queries = plot_queries(_report_context(ctx), stats)
+    except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
+        result.report_error = f"{type(exc).__name__}: {exc}"
+        return None
+    return pipe.submit_many({f"plots:{k}": v for k, v in queries.items()}, required=False) if queries else None
 
 
 def _report_context(ctx):
@@ -202,13 +236,13 @@ def _findings(rule: Rule, rows) -> list[dict]:
     return [render(rule, detection(r, rule)) for r in rows]
 
 
-def _report_data(ctx, rules, result, progress, rows) -> None:
+def _report_data(ctx, rules, result, progress, rows, plot_rows=None) -> None:
     from auditor.engine.report_data import build_report_data
 
     if progress:
         progress("report data", len(rules), len(rules))
     try:
-        result.summary, result.plots = build_report_data(_report_context(ctx), result.findings, rows)
+        result.summary, result.plots = build_report_data(_report_context(ctx), result.findings, rows, plot_rows)
     except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
         result.report_error = f"{type(exc).__name__}: {exc}"
 

@@ -45,20 +45,24 @@ def sort_key(v: Any) -> tuple:
     return (1, 0, str(v))
 
 
-def build_report_data(ctx, findings: list[dict], rows: dict[str, list[dict]] | None = None) -> tuple[dict, dict]:
+def build_report_data(ctx, findings: list[dict], rows: dict[str, list[dict]] | None = None,
+                      plot_rows: dict[str, list[dict]] | None = None) -> tuple[dict, dict]:
     """``(summary, plots)`` for the audit of ``ctx``; both plain JSON-able dicts.
 
     ``rows`` are the results of :func:`summary_queries` when the caller has
-    already collected them (the small-input audit collects them with the
-    findings, in the same Spark job); otherwise they are collected here. The
-    plots need the findings, so their queries are a second job."""
+    already collected them (the small-input audit collects them while the rules
+    run); otherwise they are collected here. The plots need the findings, so
+    their queries are a second job -- unless ``plot_rows`` holds the collected
+    :func:`plot_queries` of every partition (``plots:<name>``: a small dump's,
+    collected with the rules)."""
     from auditor.engine.tuning import collect_many
 
     if rows is None:
         rows = collect_many(summary_queries(ctx))
     stats = rows.get("replica_stats", [])
     summary = build_summary(ctx, rows)
-    plots = build_plots(ctx, findings, stats)
+    got = None if plot_rows is None else {k.split(":", 1)[1]: v for k, v in plot_rows.items()}
+    plots = build_plots(ctx, findings, stats, got)
     return summary, plots
 
 
@@ -257,34 +261,41 @@ def _join_replica(df, small):
     return df.join(small, cond, "inner").drop(*[f"_k_{c}" for c in REPLICA])
 
 
-def build_plots(ctx, findings: list[dict], stats: list[dict]) -> dict[str, Any]:
-    """LSO-lag series and producer sessions for the partitions with findings
-    (``stats``: the collected ``replica_stats`` query); one Spark job."""
-    keys, omitted = affected_partitions(findings)
-    plots: dict[str, Any] = {"version": REPORT_DATA_VERSION, "lso_buckets": LSO_BUCKETS,
-                             "max_session_transactions": MAX_SESSION_TRANSACTIONS,
-                             "partitions": [], "omitted_partitions": omitted}
-    if not keys or not ctx.has_rows("batches"):
-        return plots
+def plot_ranges(stats: list[dict], keys: "list[tuple] | None" = None) -> list[list]:
+    """Per replica to plot (of the partitions ``keys``; every one with ``None``): its
+    key, first and last segment timestamp and the bucket width, from ``replica_stats``."""
+    wanted = None if keys is None else set(keys)
+    rows = []
+    for r in stats:
+        if r.get("t0") is None or r.get("t1") is None:
+            continue
+        if wanted is not None and (r.get("cluster_id"), r.get("topic"), r.get("partition")) not in wanted:
+            continue
+        width = max(1, math.ceil((r["t1"] - r["t0"] + 1) / LSO_BUCKETS))
+        rows.append([*(r.get(c) for c in REPLICA), int(r["t0"]), int(r["t1"]), int(width)])
+    return rows
+
+
+def plot_queries(ctx, stats: list[dict], keys: "list[tuple] | None" = None) -> dict[str, object]:
+    """The plot series' queries (collected together: one Spark job) for the replicas
+    of the partitions ``keys``, or of every partition with ``None`` (the small-input
+    audit builds them before the findings are known: ``audit._run_together``);
+    {} when there is nothing to plot."""
+    if (keys is not None and not keys) or not ctx.has_rows("batches"):
+        return {}
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     spark = ctx.spark
-    keys_df = F.broadcast(spark.createDataFrame([list(k) for k in keys], "cluster_id string, topic string, partition int"))
-    on = ["cluster_id", "topic", "partition"]
     b = (ctx.table("batches").where("source = 'segment' AND max_timestamp >= 0")
-         .select(*REPLICA, "last_offset", "max_timestamp").join(keys_df, on, "inner"))
-    wanted = set(keys)
-    ranges = [r for r in stats
-              if (r.get("cluster_id"), r.get("topic"), r.get("partition")) in wanted
-              and r.get("t0") is not None and r.get("t1") is not None]
-    if not ranges:
-        return plots
+         .select(*REPLICA, "last_offset", "max_timestamp"))
+    if keys is not None:
+        keys_df = F.broadcast(spark.createDataFrame([list(k) for k in keys], "cluster_id string, topic string, partition int"))
+        b = b.join(keys_df, ["cluster_id", "topic", "partition"], "inner")
     n = LSO_BUCKETS
-    rng_rows = []
-    for r in ranges:
-        width = max(1, math.ceil((r["t1"] - r["t0"] + 1) / n))
-        rng_rows.append([*(r.get(c) for c in REPLICA), int(r["t0"]), int(r["t1"]), int(width)])
+    rng_rows = plot_ranges(stats, keys)
+    if not rng_rows:
+        return {}
     rng = spark.createDataFrame(
         rng_rows, "cluster_id string, broker_id int, log_dir string, topic string, partition int, t0 long, t1 long, width long")
 
@@ -319,9 +330,27 @@ def build_plots(ctx, findings: list[dict], stats: list[dict]) -> dict[str, Any]:
 
     hw_rows = _join_replica(ctx.partitions, rng.select(*REPLICA)).select(
         *REPLICA, "high_watermark", "log_end_offset", "log_start_offset")
-    from auditor.engine.tuning import collect_many
+    return {"ends": ends, "pins": pins, "sessions": sess, "hw": hw_rows}
 
-    got = collect_many({"ends": ends, "pins": pins, "sessions": sess, "hw": hw_rows})
+
+def build_plots(ctx, findings: list[dict], stats: list[dict], got: "dict[str, list[dict]] | None" = None) -> dict[str, Any]:
+    """LSO-lag series and producer sessions for the partitions with findings
+    (``stats``: the collected ``replica_stats`` query); one Spark job, unless
+    ``got`` holds the collected :func:`plot_queries` of every partition already."""
+    keys, omitted = affected_partitions(findings)
+    plots: dict[str, Any] = {"version": REPORT_DATA_VERSION, "lso_buckets": LSO_BUCKETS,
+                             "max_session_transactions": MAX_SESSION_TRANSACTIONS,
+                             "partitions": [], "omitted_partitions": omitted}
+    if not keys or not ctx.has_rows("batches"):
+        return plots
+    rng_rows = plot_ranges(stats, keys)
+    if not rng_rows:
+        return plots
+    if got is None:
+        from auditor.engine.tuning import collect_many
+
+        got = collect_many(plot_queries(ctx, stats, keys))
+    n = LSO_BUCKETS
     ends, pins, sess, hw_rows = got["ends"], got["pins"], got["sessions"], got["hw"]
 
     def key(r) -> tuple:

@@ -97,13 +97,19 @@ class Pipeline:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="txn-audit-collect")
         self._futures: list = []
 
-    def submit_many(self, queries: Mapping[str, object]) -> None:
+    def submit_many(self, queries: Mapping[str, object], *, required: bool = True):
+        """Collect ``queries`` in one job; returns its future (None for no query). A
+        ``required`` job's rows are in :meth:`results` (which raises its failure);
+        another's are the caller's to take from the future."""
         if not queries:
-            return
+            return None
         from pyspark.util import inheritable_thread_target
 
         session = next(iter(queries.values())).sparkSession  # its local properties and tags go with the job
-        self._futures.append(self._pool.submit(inheritable_thread_target(session)(collect_many), dict(queries)))
+        future = self._pool.submit(inheritable_thread_target(session)(collect_many), dict(queries))
+        if required:
+            self._futures.append(future)
+        return future
 
     def submit(self, name: str, df) -> None:
         self.submit_many({name: df})
