@@ -8,9 +8,12 @@ time, so memory stays bounded whatever the file size. Only control batches
 (their marker is decoded), legacy entries (a compressed wrapper is inflated to
 count its records) and problems cost Python work per batch.
 
-Record lines (``--records``) stream per chunk of batches: each batch's records
-are decoded by :func:`auditor.formats.records.iter_records` (the decoder every
-other path uses), their fields collected into columns and written vectorised.
+Record lines (``--records``) stream per chunk of batches. The records of plain
+batches (v2, uncompressed, no record headers) are walked vectorised
+(:func:`_walk_records`: step ``k`` parses the ``k``-th record of every batch at
+once); every other batch, and any batch the walk cannot vouch for, is decoded by
+:func:`auditor.formats.records.iter_records` (the decoder every other path uses),
+its fields collected into columns. Both are written vectorised.
 
 Both write exactly the bytes the per-object path
 (:func:`auditor.cli.dump_cmd._objects` + ``json.dumps``) writes: tested on
