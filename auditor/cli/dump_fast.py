@@ -400,8 +400,11 @@ def _lean_records(data: bytes, count: int, base_offset: int, log_append_ts: int 
 # the record walk below gives up on batches still unfinished when fewer than this many are left
 # walking together (each step costs a few numpy calls whatever the number of batches)
 _WALK_MIN_ACTIVE = 16
-_WALK_MAX_BYTES = 64 << 20  # bytes of one chunk's batches read at once (a window's worth, normally)
+_WALK_GROUP_BYTES = 8 << 20  # plain batches are read and walked about this many bytes at a time
 _INT32_MAX = 0x7FFFFFFF
+
+
+_WALK_COLUMNS = ("offset", "timestamp", "sequence", "key_size", "value_size", "batch")
 
 
 class _Walked:
@@ -454,26 +457,55 @@ def _walk_records(f: BinaryIO, item: dict, rows: np.ndarray) -> "_Walked | None"
     A batch anything is odd about (a header, a length that does not add up, a
     value past int64) is left for :func:`_lean_records` / ``iter_records`` to
     decide exactly, as are batches still unfinished when fewer than
-    ``_WALK_MIN_ACTIVE`` are left walking. None: nothing here to walk."""
+    ``_WALK_MIN_ACTIVE`` are left walking. The batches are read a group of about
+    ``_WALK_GROUP_BYTES`` at a time (bounded memory whatever the chunk spans).
+    None: nothing here to walk."""
     magic, attrs, count, size = (item[k][rows] for k in ("magic", "attributes", "record_count", "size"))
     plain = (magic == 2) & (attrs & 0x07 == 0) & (count >= 0) & (size <= _LEAN_MAX) & (size >= V2_HEADER)
     idx = np.flatnonzero(plain)
     if len(idx) < _WALK_MIN_ACTIVE:
         return None
     pos = item["position"][rows][idx].astype(np.int64)
+    group = (pos - pos[0]) // _WALK_GROUP_BYTES
+    cuts = np.flatnonzero(np.diff(group)) + 1
+    ok = np.zeros(len(idx), bool)
+    found: list[dict[str, np.ndarray]] = []
+    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(idx)]):
+        got = _walk_group(f, item, rows[idx[a:b]])
+        if got is not None:
+            ok[a:b], cols = got
+            found.append(cols)
+    found = [g for g in found if g] or [{c: np.zeros(0, np.int64) for c in _WALK_COLUMNS}]
+    if not ok.any():
+        return None
+    walked = np.zeros(len(rows), bool)
+    walked[idx[ok]] = True
+    per_row = np.zeros(len(rows), np.int64)
+    per_row[idx[ok]] = count[idx[ok]]
+    first = np.concatenate([[0], np.cumsum(per_row)])
+    return _Walked(walked, first, {c: np.concatenate([g[c] for g in found]) for c in _WALK_COLUMNS})
+
+
+def _walk_group(f: BinaryIO, item: dict, rows: np.ndarray) -> "tuple[np.ndarray, dict[str, np.ndarray]] | None":
+    """:func:`_walk_records` for plain batches ``rows`` (chunk rows, in file order) read
+    in one go: which were walked, and their records' columns in batch then record
+    order; None if fewer than ``_WALK_MIN_ACTIVE`` or they span too many bytes (a big
+    other batch between them)."""
+    if len(rows) < _WALK_MIN_ACTIVE:
+        return None
+    count, size = (item[k][rows].astype(np.int64) for k in ("record_count", "size"))
+    pos = item["position"][rows].astype(np.int64)
     lo = int(pos[0])
-    hi = int(pos[-1] + size[idx][-1])
-    if hi - lo > _WALK_MAX_BYTES:
+    n = int(pos[-1] + size[-1]) - lo
+    if n > 2 * _WALK_GROUP_BYTES:
         return None
-    data = os.pread(f.fileno(), hi - lo, lo)
-    if len(data) != hi - lo:
+    buf = np.zeros(n + 10, np.uint8)  # zero-padded: a varint's 10-byte gather never leaves it
+    if os.preadv(f.fileno(), [memoryview(buf)[:n]], lo) != n:
         return None
-    buf = np.zeros(hi - lo + 10, np.uint8)
-    buf[:hi - lo] = np.frombuffer(data, np.uint8)
     cur = pos - lo + V2_HEADER
-    end = pos - lo + size[idx].astype(np.int64)
-    left = count[idx].astype(np.int64)
-    ok = np.ones(len(idx), bool)
+    end = pos - lo + size
+    left = count
+    ok = np.ones(len(rows), bool)
     parts: list[tuple[np.ndarray, ...]] = []
     k = 0
     while True:
@@ -506,13 +538,13 @@ def _walk_records(f: BinaryIO, item: dict, rows: np.ndarray) -> "_Walked | None"
         parts.append((act, ts_delta, off_delta, key_len, value_len))
         k += 1
     ok &= cur == end  # a batch's records fill it exactly, or it is not plain
-    if not ok.any():
-        return None
-    rec_batch = np.concatenate([a for a, *_ in parts]) if parts else np.zeros(0, np.int64)
+    if not ok.any() or not parts:  # nothing walked, or only batches without records
+        return ok, {}
+    rec_batch = np.concatenate([a for a, *_ in parts])
     order = np.argsort(rec_batch, kind="stable")  # steps are in record order: batch, then record
     rec_batch = rec_batch[order]
     ts_delta, off_delta, key_len, value_len = (np.concatenate([q[i] for q in parts])[order] for i in range(1, 5))
-    sel = (item[c][rows][idx] for c in ("base_offset", "ts_type", "base_timestamp", "max_timestamp", "base_sequence"))
+    sel = (item[c][rows] for c in ("base_offset", "ts_type", "base_timestamp", "max_timestamp", "base_sequence"))
     base_offset, ts_type, base_ts, max_ts, base_seq = (v.astype(np.int64)[rec_batch] for v in sel)
     offset, over = _add(base_offset, off_delta)
     created, over2 = _add(base_ts, ts_delta)
@@ -523,15 +555,9 @@ def _walk_records(f: BinaryIO, item: dict, rows: np.ndarray) -> "_Walked | None"
     sequence = np.where(base_seq < 0, -1, np.where(base_seq > _INT32_MAX - off_delta,
                                                    off_delta - (_INT32_MAX - base_seq) - 1, base_seq + off_delta))
     keep = ok[rec_batch]
-    cols = {"offset": offset[keep], "timestamp": timestamp[keep], "sequence": sequence[keep],
-            "key_size": np.where(key_len >= 0, key_len, -1)[keep], "value_size": np.where(value_len >= 0, value_len, -1)[keep],
-            "batch": base_offset[keep]}
-    walked = np.zeros(len(rows), bool)
-    walked[idx[ok]] = True
-    per_row = np.zeros(len(rows), np.int64)
-    per_row[idx[ok]] = count[idx[ok]]
-    first = np.concatenate([[0], np.cumsum(per_row)])
-    return _Walked(walked, first, cols)
+    return ok, {"offset": offset[keep], "timestamp": timestamp[keep], "sequence": sequence[keep],
+                "key_size": np.where(key_len >= 0, key_len, -1)[keep],
+                "value_size": np.where(value_len >= 0, value_len, -1)[keep], "batch": base_offset[keep]}
 
 
 def _ints(values) -> jc.Part:
