@@ -99,3 +99,28 @@ def test_pipeline_raises_a_failed_query_after_every_other_has_ended(spark):
             pipe.results()
     assert "boom in a rule" in str(info.value)
     assert threading.active_count() <= started  # no worker left running after the block
+
+
+def test_a_persisted_view_reaches_the_rules_as_its_cache_entry_alone(spark, tmp_path):
+    """views.cached_leaf: the rules' DataFrame over a persisted view is a single
+    InMemoryRelation (what Catalyst re-analyses at each operation no longer holds the
+    views beneath), reads the same rows, and is planned as a scan of that cache."""
+    from pyspark.sql import functions as F
+
+    from auditor.engine.views import AuditContext
+
+    base = spark.range(50).withColumn("g", F.col("id") % 7)
+    view = base.join(base.groupBy("g").agg(F.count("*").alias("n")), "g").where("n > 0")
+    ctx = AuditContext(spark, str(tmp_path))
+    try:
+        leaf = ctx.persist(view)
+        assert leaf._jdf.queryExecution().logical().getClass().getSimpleName() == "InMemoryRelation"
+        assert view._jdf.queryExecution().logical().children().size() > 0  # what it stands for is not a leaf
+        assert sorted(leaf.collect()) == sorted(view.collect())
+        derived = leaf.where("id > 10").select("id", "n")
+        assert "InMemoryTableScan" in derived._jdf.queryExecution().executedPlan().toString()
+        assert derived.count() == 39
+    finally:
+        ctx.close()
+    # released with the view: nothing left in Spark's cache by this context
+    assert spark._jsparkSession.sharedState().cacheManager().lookupCachedData(view._jdf).isEmpty()
