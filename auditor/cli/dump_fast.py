@@ -29,7 +29,7 @@ import numpy as np
 
 from auditor.errors import DecodeError
 from auditor.formats import jsonl_columns as jc
-from auditor.formats.batch import V2_HEADER, BatchHeader, LogProblem
+from auditor.formats.batch import INT32_MAX, V2_HEADER, BatchHeader, LogProblem, increment_sequence
 from auditor.formats.batch_columnar import (
     CODEC_NAMES, COLUMN_NAMES, MAX_WINDOW, TS_TYPE_NAMES, WINDOW, iter_header_columns, iter_header_windows)
 from auditor.ingest.storage import open_regular
@@ -386,13 +386,8 @@ def _lean_records(data: bytes, count: int, base_offset: int, log_append_ts: int 
     except IndexError:
         return False
     for off_delta, ts_delta, klen, vlen, _ in got:
-        if base_seq < 0:
-            seq = -1
-        elif base_seq > 0x7FFFFFFF - off_delta:
-            seq = off_delta - (0x7FFFFFFF - base_seq) - 1
-        else:
-            seq = base_seq + off_delta
-        acc.append(base_offset + off_delta, log_append_ts if log_append_ts is not None else base_ts + ts_delta, seq,
+        acc.append(base_offset + off_delta, log_append_ts if log_append_ts is not None else base_ts + ts_delta,
+                   increment_sequence(base_seq, off_delta),
                    klen if klen >= 0 else -1, vlen if vlen >= 0 else -1, b"[]", base_offset)
     return True
 
@@ -401,7 +396,11 @@ def _lean_records(data: bytes, count: int, base_offset: int, log_append_ts: int 
 # walking together (each step costs a few numpy calls whatever the number of batches)
 _WALK_MIN_ACTIVE = 16
 _WALK_GROUP_BYTES = 8 << 20  # plain batches are read and walked about this many bytes at a time
-_INT32_MAX = 0x7FFFFFFF
+
+
+def _increment_sequences(seq: np.ndarray, inc: np.ndarray) -> np.ndarray:
+    """:func:`auditor.formats.batch.increment_sequence` over arrays (int64: no overflow)."""
+    return np.where(seq < 0, -1, np.where(seq > INT32_MAX - inc, inc - (INT32_MAX - seq) - 1, seq + inc))
 
 
 _WALK_COLUMNS = ("offset", "timestamp", "sequence", "key_size", "value_size", "batch")
@@ -552,8 +551,7 @@ def _walk_group(f: BinaryIO, item: dict, rows: np.ndarray) -> "tuple[np.ndarray,
     bad = over | (over2 & (ts_type != 1))
     if bad.any():
         ok[np.unique(rec_batch[bad])] = False
-    sequence = np.where(base_seq < 0, -1, np.where(base_seq > _INT32_MAX - off_delta,
-                                                   off_delta - (_INT32_MAX - base_seq) - 1, base_seq + off_delta))
+    sequence = _increment_sequences(base_seq, off_delta)
     keep = ok[rec_batch]
     return ok, {"offset": offset[keep], "timestamp": timestamp[keep], "sequence": sequence[keep],
                 "key_size": np.where(key_len >= 0, key_len, -1)[keep],
