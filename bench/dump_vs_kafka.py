@@ -2,8 +2,9 @@
 
 Whole processes, start-up included, run alternately (Kafka, ours, Kafka, ours,
 ...) on the same page-cache-warm file, ``--repeat`` times each; stdout goes to
-a file in the bench directory (rewritten each run) -- both tools pay for
-writing their output. For each run: wall time, CPU time (user + sys of the
+a new file in the bench directory (the previous run's output deleted and
+synced to disk first, untimed, so that no run pays for the write-back of the
+one before it) -- both tools pay for writing their output. For each run: wall time, CPU time (user + sys of the
 process and its threads, from ``wait4``) and peak RSS. Prints the medians and
 the ratios Kafka / ours (above 1: ours is faster).
 
@@ -56,6 +57,10 @@ def run(cmd: list[str], out_path: Path) -> dict:
     # peak RSS through GNU time (a child forked from this Python process would count its RSS too)
     rss_file = out_path.with_suffix(".rss")
     cmd = ["/usr/bin/time", "-f", "%M", "-o", str(rss_file), *cmd]
+    # each run writes a new file, with the previous run's output gone and on disk first: the
+    # kernel's write-back (and ext4's discard) of one run must not run during the next
+    out_path.unlink(missing_ok=True)
+    os.sync()
     with open(out_path, "wb") as out:
         t = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE)

@@ -27,11 +27,13 @@ from typing import BinaryIO, Iterator
 
 import numpy as np
 
+from auditor.cli.overlap import read_ahead
 from auditor.errors import DecodeError
 from auditor.formats import jsonl_columns as jc
 from auditor.formats.batch import INT32_MAX, V2_HEADER, BatchHeader, LogProblem, increment_sequence
 from auditor.formats.batch_columnar import (
-    CODEC_NAMES, COLUMN_NAMES, MAX_WINDOW, TS_TYPE_NAMES, WINDOW, iter_header_columns, iter_header_windows)
+    CODEC_NAMES, COLUMN_NAMES, MAX_WINDOW, TS_TYPE_NAMES, WINDOW, iter_header_columns, iter_header_windows,
+    use_helper_thread)
 from auditor.ingest.storage import open_regular
 
 _CODEC_TOKENS = [jc.token(n) for n in CODEC_NAMES]
@@ -146,9 +148,12 @@ def write_batches(task: dict, out: BinaryIO) -> Iterator[dict]:
     tail = _KEYS["segment_base_offset"] + jc.token(task.get("base_offset")) + _KEYS["source"] + source + _END
     pending: list[dict] = []  # chunks decoded, not yet written
     rows = 0
+    use_helper_thread()  # big reads and CRCs in two halves (dump decodes one file at a time)
     with f:
+        # the next chunks are read and decoded on a thread while these are formatted (overlap.py)
+        ahead = read_ahead(_columns(task, f))
         try:
-            for item in _columns(task, f):
+            for item in ahead:
                 if isinstance(item, dict):
                     pending.append(item)
                     rows += len(item["position"])
@@ -158,6 +163,7 @@ def write_batches(task: dict, out: BinaryIO) -> Iterator[dict]:
                 if chunks:
                     yield from _write_chunks(chunks, f, task, out, tail)
                 if isinstance(item, tuple):
+                    ahead.close()  # the per-object decoder reads the rest: no other reader of f meanwhile
                     yield from _tail_batches(task, f, item[1], out)
                     return
                 if isinstance(item, LogProblem):
@@ -173,6 +179,8 @@ def write_batches(task: dict, out: BinaryIO) -> Iterator[dict]:
                 except Exception as first:
                     exc = first
             yield _error(task, exc)
+        finally:
+            ahead.close()
 
 
 def _error(task: dict, exc: Exception) -> dict:

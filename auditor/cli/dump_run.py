@@ -24,6 +24,8 @@ import json
 import sys
 from typing import Iterator
 
+from auditor.cli.overlap import BackgroundWriter
+
 _INTERNAL = ("__transaction_state", "__consumer_offsets", "__cluster_metadata")
 _TABLE_COLUMNS = {  # column -> short header
     "position": "position", "base_offset": "base", "last_offset": "last", "record_count": "count",
@@ -125,29 +127,33 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
         for c in ["file", *_TABLE_COLUMNS.values()]:
             table.add_column(c, overflow="fold")
     sys.stdout.flush()
-    out = sys.stdout.buffer
-    by_path = {t["path"]: t for t in plan.tasks}
-    for fi in plan.files:
-        task = by_path.get(fi.path)
-        if task is None:
-            bad = True
-            from auditor.cli.console import err, safe
-
-            err.print(f"[yellow]skipped[/yellow] {safe(fi.path)}: {safe(fi.note or 'not a Kafka file this tool decodes')}")
-            continue
-        fast = table is None and task["kind"] in ("segment", "kraft-snapshot")
-        for obj in (_fast_items(task, records, out) if fast else _objects(task, records)):
-            if obj["type"] == "problem":
+    # written by a thread: the next chunk is decoded and formatted while this one is copied out
+    out = BackgroundWriter(sys.stdout.buffer)
+    try:
+        by_path = {t["path"]: t for t in plan.tasks}
+        for fi in plan.files:
+            task = by_path.get(fi.path)
+            if task is None:
                 bad = True
                 out.flush()
-                _problem(obj)
+                from auditor.cli.console import err, safe
+
+                err.print(f"[yellow]skipped[/yellow] {safe(fi.path)}: {safe(fi.note or 'not a Kafka file this tool decodes')}")
                 continue
-            if table is not None:
-                if obj["type"] == "batch":
-                    table.add_row(safe(fi.path.rsplit("/", 1)[-1]), *["" if obj.get(c) is None else safe(obj.get(c)) for c in _TABLE_COLUMNS])
-            else:
-                out.write((json.dumps(obj, default=_json_default) + "\n").encode())
-    out.flush()
+            fast = table is None and task["kind"] in ("segment", "kraft-snapshot")
+            for obj in (_fast_items(task, records, out) if fast else _objects(task, records)):
+                if obj["type"] == "problem":
+                    bad = True
+                    out.flush()
+                    _problem(obj)
+                    continue
+                if table is not None:
+                    if obj["type"] == "batch":
+                        table.add_row(safe(fi.path.rsplit("/", 1)[-1]), *["" if obj.get(c) is None else safe(obj.get(c)) for c in _TABLE_COLUMNS])
+                else:
+                    out.write((json.dumps(obj, default=_json_default) + "\n").encode())
+    finally:
+        out.close()
     if table is not None:
         from auditor.cli.console import wide
 

@@ -74,6 +74,8 @@ from auditor.formats.batch import (
 from auditor.formats.codecs import codec_name
 
 if TYPE_CHECKING:  # pyarrow is imported on first use: ``txn-audit dump`` reads numpy columns only
+    from concurrent.futures import ThreadPoolExecutor
+
     import pyarrow as pa
 
 # Same names and order as BatchHeader.as_row(); types as in the batches table
@@ -240,9 +242,8 @@ def iter_header_windows(
     while pos < stop:
         if len(space) < min(size - pos, want):
             space = bytearray(min(size - pos, want))
-        f.seek(pos)
         with memoryview(space) as mv:
-            got = f.readinto(mv[:min(size - pos, want)])
+            got = _read_at(f, mv[:min(size - pos, want)], pos)
         at_eof = pos + got >= size
         if not got:  # the file shrank under us: what iter_segment then says
             yield ("tail", pos)
@@ -282,6 +283,28 @@ def iter_header_windows(
             continue
         yield ("tail", pos)
         return
+
+
+def _read_at(f: BinaryIO, into: memoryview, pos: int) -> int:
+    """Read into ``into`` from byte ``pos``: positioned (``pread``) where ``f`` has a
+    descriptor, so the file's offset is left alone (another thread may seek and read
+    the same file: ``dump`` reads control batches' payloads while the next window
+    is decoded); ``seek`` + ``readinto`` otherwise (a remote store's file)."""
+    try:
+        fd = f.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    if fd is None:
+        f.seek(pos)
+        return f.readinto(into) or 0
+    n = len(into)
+    if _HELPER is None or n < 2 * _SPLIT_BYTES:
+        return os.preadv(fd, [into], pos)
+    h = n // 2 & ~4095
+    second = _HELPER.submit(os.preadv, fd, [into[h:]], pos + h)
+    got = os.preadv(fd, [into[:h]], pos)
+    rest = second.result()
+    return got if got < h else got + rest  # short first half: the file ends there
 
 
 def arrow_batch(cols: "dict[str, np.ndarray]") -> "pa.RecordBatch":
@@ -691,6 +714,25 @@ class _Decoder:
                 dtype=np.int64, count=len(starts),
             )
         return out
+
+
+# --- a helper thread for the copy of big windows ------------------------------------------
+# Off unless a caller turns it on (``dump``, a process of its own): in a Spark worker
+# every core already runs a decoder.
+_HELPER: "ThreadPoolExecutor | None" = None
+_SPLIT_BYTES = 4 << 20  # reads of less than twice this are done in one piece
+
+
+def use_helper_thread() -> None:
+    """Split big window reads in two, half on a helper thread (the copy out of the
+    page cache runs without the GIL). For a process that decodes one file at a time.
+    (The CRCs stay on one thread: a call per batch that released the GIL made two
+    threads hand it over at every batch, slower than one thread alone.)"""
+    global _HELPER
+    if _HELPER is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _HELPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode-helper")
 
 
 class _Chunk:

@@ -159,14 +159,17 @@ def render(n: int, parts: Sequence[Part]) -> bytes | bytearray:
     buf = bytearray(n * total)
     m = np.frombuffer(buf, np.uint8).reshape(n, total)
     m[:] = row
+    del m
     padded = False
     a = 0
     for p, w in zip(merged, widths):
         if not isinstance(p, bytes):
-            m[:, a:a + w] = p
+            # one w-byte item per row (a void dtype): a copy per row, not a loop over w bytes per row
+            field = np.ndarray((n,), dtype=f"V{w}", buffer=buf, offset=a, strides=(total,))
+            field[...] = np.ascontiguousarray(p).view(f"V{w}").reshape(n)
+            del field
             padded = padded or not p[:, 0].all()
         a += w
-    del m
     return buf.replace(b"\0", b"") if padded else buf
 
 
