@@ -48,7 +48,7 @@ def child(dirs: list[str]) -> dict:
 
     plan = make_plan(dirs)  # as `scan` does: the input's size chooses the session's settings
     t_inputs = time.monotonic() - t_start
-    spark = get_spark(small_input=small_plan(plan))
+    spark = get_spark(small_input=small_plan(plan), delta=False)  # as `scan` starts it: Parquet tables only
     sc = spark.sparkContext
     t_session = time.monotonic() - t_start - t_inputs
     from auditor.engine.audit import audit

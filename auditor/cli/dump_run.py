@@ -113,7 +113,9 @@ def _problem(obj: dict) -> None:
 def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool = False) -> None:
     """The ``dump`` command: writes to stdout, problems to stderr; exits (status 1 if any problem)."""
     from auditor.ingest.plan import make_plan
+    from auditor.startup import keep_freed_memory
 
+    keep_freed_memory()
     _import_numpy_single_threaded()
     plan = make_plan(list(files), split_bytes=1 << 62)
     bad = False
