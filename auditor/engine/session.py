@@ -133,7 +133,7 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
 
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
-        return active
+        return _driver_ready(active)
     if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:
         # launched by spark-submit: its --master/--conf already configure the JVM
         builder = SparkSession.builder.appName(app_name)
@@ -149,7 +149,7 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
             settings = _with_delta(settings, [])
         for k, v in settings.items():
             builder = builder.config(k, v)
-        return builder.getOrCreate()
+        return _driver_ready(builder.getOrCreate())
     # executors must run the same interpreter as the driver (our venv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -180,6 +180,14 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("TXN_AUDIT_SPARK_LOG_LEVEL", "ERROR"))
+    return _driver_ready(spark)
+
+
+def _driver_ready(spark):
+    """The driver's side of a session: its JVM look-ups cached (:mod:`auditor.engine.py4jcache`)."""
+    from auditor.engine.py4jcache import install
+
+    install(spark.sparkContext)
     return spark
 
 
