@@ -148,7 +148,7 @@ def write_batches(task: dict, out: BinaryIO) -> Iterator[dict]:
     tail = _KEYS["segment_base_offset"] + jc.token(task.get("base_offset")) + _KEYS["source"] + source + _END
     pending: list[dict] = []  # chunks decoded, not yet written
     rows = 0
-    use_helper_thread()  # big reads and CRCs in two halves (dump decodes one file at a time)
+    use_helper_thread()  # big window reads in two halves (dump decodes one file at a time)
     with f:
         # the next chunks are read and decoded on a thread while these are formatted (overlap.py)
         ahead = read_ahead(_columns(task, f))
