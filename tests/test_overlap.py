@@ -103,7 +103,7 @@ def test_split_window_reads_equal_one_read(tmp_path, monkeypatch):
     with open(p, "rb", buffering=0) as f:
         for pos, want in [(0, 3 * 4096), (0, 4 * 4096), (100, 2 * 4096), (2 * 4096, 2 * 4096), (len(data), 8192)]:
             buf = bytearray(want)
-            got = bc._read_at(f, memoryview(buf), pos)
+            got = bc.read_at(f, memoryview(buf), pos)
             expect = data[pos:pos + want]
             assert got == len(expect) and bytes(buf[:got]) == expect, (pos, want)
 

@@ -33,7 +33,7 @@ from auditor.formats import jsonl_columns as jc
 from auditor.formats.batch import INT32_MAX, V2_HEADER, BatchHeader, LogProblem, increment_sequence
 from auditor.formats.batch_columnar import (
     CODEC_NAMES, COLUMN_NAMES, MAX_WINDOW, TS_TYPE_NAMES, WINDOW, iter_header_columns, iter_header_windows,
-    use_helper_thread)
+    read_at, use_helper_thread)
 from auditor.ingest.storage import open_regular
 
 _CODEC_TOKENS = [jc.token(n) for n in CODEC_NAMES]
@@ -507,7 +507,7 @@ def _walk_group(f: BinaryIO, item: dict, rows: np.ndarray) -> "tuple[np.ndarray,
     if n > 2 * _WALK_GROUP_BYTES:
         return None
     buf = np.zeros(n + 10, np.uint8)  # zero-padded: a varint's 10-byte gather never leaves it
-    if os.preadv(f.fileno(), [memoryview(buf)[:n]], lo) != n:
+    if read_at(f, memoryview(buf)[:n], lo) != n:
         return None
     cur = pos - lo + V2_HEADER
     end = pos - lo + size

@@ -225,7 +225,7 @@ def iter_header_windows(
     window: int | None = None,
     max_window: int | None = None,
 ) -> Iterator["dict[str, np.ndarray] | LogProblem | tuple[str, int]"]:
-    """:func:`iter_header_columns` over plain reads (``seek`` + ``readinto``) of
+    """:func:`iter_header_columns` over plain reads (:func:`read_at`) of
     ``window`` bytes at a time, for files that must not or cannot be memory-mapped:
     memory stays at one window (one entry's size if bigger, up to ``max_window``).
     Where a window cannot decide (an entry bigger than ``max_window``, a problem
@@ -243,7 +243,7 @@ def iter_header_windows(
         if len(space) < min(size - pos, want):
             space = bytearray(min(size - pos, want))
         with memoryview(space) as mv:
-            got = _read_at(f, mv[:min(size - pos, want)], pos)
+            got = read_at(f, mv[:min(size - pos, want)], pos)
         at_eof = pos + got >= size
         if not got:  # the file shrank under us: what iter_segment then says
             yield ("tail", pos)
@@ -285,7 +285,7 @@ def iter_header_windows(
         return
 
 
-def _read_at(f: BinaryIO, into: memoryview, pos: int) -> int:
+def read_at(f: BinaryIO, into: memoryview, pos: int) -> int:
     """Read into ``into`` from byte ``pos``: positioned (``pread``) where ``f`` has a
     descriptor, so the file's offset is left alone (another thread may seek and read
     the same file: ``dump`` reads control batches' payloads while the next window
