@@ -124,3 +124,45 @@ def test_a_persisted_view_reaches_the_rules_as_its_cache_entry_alone(spark, tmp_
         ctx.close()
     # released with the view: nothing left in Spark's cache by this context
     assert spark._jsparkSession.sharedState().cacheManager().lookupCachedData(view._jdf).isEmpty()
+
+
+@pytest.mark.spark
+def test_every_optimizer_rule_the_small_path_leaves_out_is_one_spark_knows_and_lets_go(spark):
+    """A misspelt or non-excludable rule in ``spark.sql.optimizer.excludedRules`` is skipped
+    with a log line: the setting would silently do less than it says."""
+    names = tuning.SMALL_SQL_CONF["spark.sql.optimizer.excludedRules"].split(",")
+    assert len(names) == len(set(names)) > 0
+    optimizer = spark._jsparkSession.sessionState().optimizer()
+    known: set[str] = set()
+    batches = optimizer.defaultBatches()  # every rule of every batch of this session's optimizer
+    for i in range(batches.size()):
+        rules = batches.apply(i).rules()
+        for j in range(rules.size()):
+            known.add(rules.apply(j).ruleName())
+    fixed = {optimizer.nonExcludableRules().apply(i) for i in range(optimizer.nonExcludableRules().size())}
+    assert set(names) <= known, sorted(set(names) - known)
+    assert not set(names) & fixed
+
+
+@pytest.mark.spark
+def test_call_site_names_the_jobs_of_the_block_and_of_its_pipeline_then_restores(spark):
+    sc = spark.sparkContext
+    sc.setLocalProperty(tuning.CALL_SITE_LONG, "before")
+    try:
+        with tuning.call_site(spark, "txn-audit test"):
+            assert sc.getLocalProperty(tuning.CALL_SITE_SHORT) == "txn-audit test"
+            assert sc.getLocalProperty(tuning.CALL_SITE_LONG) == "txn-audit test"
+            sc.setJobGroup("call-site-test", "call-site-test")
+            with tuning.Pipeline() as pipe:
+                pipe.submit("a", spark.range(2))
+                assert pipe.results() == {"a": [{"id": 0}, {"id": 1}]}
+        assert sc.getLocalProperty(tuning.CALL_SITE_SHORT) is None
+        assert sc.getLocalProperty(tuning.CALL_SITE_LONG) == "before"
+    finally:
+        sc.setLocalProperty(tuning.CALL_SITE_LONG, None)
+        sc.setJobGroup("", "")
+    (job,) = sc.statusTracker().getJobIdsForGroup("call-site-test")
+    stages = sc.statusTracker().getJobInfo(job).stageIds
+    store = sc._jsc.sc().statusStore()
+    # the worker's job carries the name (its stages' long call site), not one walked from its stack
+    assert stages and all(store.lastStageAttempt(s).details() == "txn-audit test" for s in stages)

@@ -74,7 +74,7 @@ def audit(
     partition; otherwise rule by rule. Default: when the ingest manifest says the dump has
     at most ``SMALL_AUDIT_BATCHES`` batches. Rule by rule gives each rule's time
     (``rule_seconds``) and keeps Spark's adaptive settings for large dumps."""
-    from auditor.engine.tuning import SMALL_SQL_CONF, small_audit, sql_conf
+    from auditor.engine.tuning import SMALL_SQL_CONF, call_site, small_audit, sql_conf
 
     ctx = context(spark, tables_dir, options)
     rules = select_rules(discover(), only)
@@ -84,7 +84,7 @@ def audit(
     result = AuditResult(findings=[])
     try:
         if together:
-            with sql_conf(spark, SMALL_SQL_CONF):
+            with sql_conf(spark, SMALL_SQL_CONF), call_site(spark, "txn-audit audit"):
                 _run_together(ctx, rules, result, progress, report)
         else:
             result.as_of_ms = ctx.as_of_ms

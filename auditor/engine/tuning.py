@@ -36,7 +36,45 @@ SMALL_SQL_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "1",  # one task per stage
     "spark.sql.codegen.wholeStage": "false",  # interpret: compiling costs more than a few rows take
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    # Constraint propagation is documented as costly on some plans: here it is most of the time of
+    # PruneFilters, InferFiltersFromConstraints and EliminateOuterJoin, which prune nothing on rows this few
+    "spark.sql.constraintPropagation.enabled": "false",
+    "spark.sql.optimizer.excludedRules": ",".join(f"org.apache.spark.sql.{r}" for r in (
+        # optimizer rules that only pay on large data (pruning, runtime filters, subquery merging);
+        # each is a rewrite that keeps results the same, so leaving it out changes nothing but the plan
+        "catalyst.optimizer.InferFiltersFromConstraints",
+        "catalyst.optimizer.PruneFilters",
+        "catalyst.optimizer.RemoveRedundantAliases",
+        "catalyst.optimizer.EliminateOuterJoin",
+        "catalyst.optimizer.InjectRuntimeFilter",
+        "catalyst.optimizer.MergeScalarSubqueries",
+        "catalyst.optimizer.OptimizeOneRowRelationSubquery",
+        "catalyst.optimizer.OptimizeCsvJsonExprs",
+        "catalyst.optimizer.ConstantPropagation",
+        "execution.datasources.SchemaPruning",
+        "execution.dynamicpruning.PartitionPruning",
+    )),
 }
+
+# What Spark records as the "call site" of every RDD a query plans: given as local properties, Spark
+# does not compute it. Computing it walks the JVM thread's stack once per RDD (each operator of each
+# query): on a small dump's audit, about a tenth of the driver's CPU time on its Py4J threads.
+CALL_SITE_SHORT, CALL_SITE_LONG = "callSite.short", "callSite.long"
+
+
+@contextmanager
+def call_site(spark, text: str) -> Iterator[None]:
+    """Name the call site of the jobs the block starts (this thread's, and a :class:`Pipeline`'s
+    submitted from it) ``text``; the previous values after."""
+    sc = spark.sparkContext
+    before = {k: sc.getLocalProperty(k) for k in (CALL_SITE_SHORT, CALL_SITE_LONG)}
+    for k in before:
+        sc.setLocalProperty(k, text)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            sc.setLocalProperty(k, v)  # None removes it
 
 
 @contextmanager
