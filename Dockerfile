@@ -10,8 +10,12 @@
 # runtime (Python + a headless JRE) that only receives the results of the other two.
 
 FROM python:3.11.7-slim-bookworm AS wheels
+# a C compiler for the package's one extension (auditor/cli/_dumpv2.c, `dump`'s inner loop)
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY auditor ./auditor
 COPY rules ./rules
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .

@@ -12,7 +12,7 @@ OUT ?= build/demo
 # everything: what the tests need (dev extras, Kafka broker jars, Delta jars, HDFS jars, Chromium)
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup.sh scripts/delta/fetch.sh scripts/delta/pom.xml scripts/kafka/pom.xml \
+$(STAMP): pyproject.toml setup.py auditor/cli/_dumpv2.c scripts/setup.sh scripts/delta/fetch.sh scripts/delta/pom.xml scripts/kafka/pom.xml \
           scripts/hdfs/fetch.sh scripts/hdfs/pom.xml
 	bash scripts/setup.sh $(VENV) test
 	touch $(STAMP) $(DEMO_STAMP)
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml scripts/setup.sh scripts/delta/fetch.sh scripts/delta/p
 # only what the demo runs: Java and the package's runtime dependencies
 setup-demo: $(DEMO_STAMP)
 
-$(DEMO_STAMP): pyproject.toml scripts/setup.sh
+$(DEMO_STAMP): pyproject.toml setup.py auditor/cli/_dumpv2.c scripts/setup.sh
 	bash scripts/setup.sh $(VENV) demo
 	touch $(DEMO_STAMP)
 

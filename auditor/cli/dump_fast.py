@@ -31,24 +31,25 @@ from auditor.cli.overlap import read_ahead
 from auditor.errors import DecodeError
 from auditor.formats import jsonl_columns as jc
 from auditor.formats.batch import INT32_MAX, V2_HEADER, BatchHeader, LogProblem, increment_sequence
+from auditor.cli.dump_lines import CODEC_TOKENS as _CODEC_TOKENS
+from auditor.cli.dump_lines import END as _END
+from auditor.cli.dump_lines import KEYS as _KEYS
+from auditor.cli.dump_lines import TS_TOKENS as _TS_TOKENS
+from auditor.cli.dump_lines import TYPE as _TYPE
+from auditor.cli.dump_lines import tail as _line_tail
 from auditor.formats.batch_columnar import (
-    CODEC_NAMES, COLUMN_NAMES, MAX_WINDOW, TS_TYPE_NAMES, WINDOW, iter_header_columns, iter_header_windows,
-    read_at, use_helper_thread)
+    COLUMN_NAMES, MAX_WINDOW, TS_TYPE_NAMES, WINDOW, iter_header_columns, iter_header_windows, read_at,
+    use_helper_thread)
 from auditor.ingest.storage import open_regular
 
-_CODEC_TOKENS = [jc.token(n) for n in CODEC_NAMES]
-_TS_TOKENS = [jc.token(n) for n in TS_TYPE_NAMES]
 _INT_COLUMNS = {
     "position", "size", "base_offset", "last_offset", "last_offset_delta", "partition_leader_epoch", "magic",
     "crc", "attributes", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence",
     "last_sequence", "record_count",
 }
 _BOOL_COLUMNS = {"crc_valid", "is_transactional", "is_control", "has_delete_horizon"}
-_BATCH_KEYS = ["type", *COLUMN_NAMES, "control_type", "coordinator_epoch", "segment_base_offset", "source"]
-_KEYS = {k: jc.key_literal(i == 0, k) for i, k in enumerate(_BATCH_KEYS)}
 _RECORD_KEYS = ["type", "offset", "timestamp", "sequence", "key_size", "value_size", "header_keys", "batch_base_offset"]
 _RKEYS = {k: jc.key_literal(i == 0, k) for i, k in enumerate(_RECORD_KEYS)}
-_END = b"}\n"
 
 
 def _problem(task: dict, kind: str, position: int, message: str) -> dict:
@@ -144,8 +145,7 @@ def write_batches(task: dict, out: BinaryIO) -> Iterator[dict]:
     except OSError as exc:
         yield _problem(task, "unreadable", 0, f"cannot open: {exc.strerror or exc}")
         return
-    source = jc.token("kraft-snapshot" if task["kind"] == "kraft-snapshot" else "segment")
-    tail = _KEYS["segment_base_offset"] + jc.token(task.get("base_offset")) + _KEYS["source"] + source + _END
+    tail = _line_tail(task)
     pending: list[dict] = []  # chunks decoded, not yet written
     rows = 0
     use_helper_thread()  # big window reads in two halves (dump decodes one file at a time)
@@ -234,7 +234,7 @@ def _batch_parts(cols: dict, f: BinaryIO, task: dict, problems: list[dict]) -> l
                                          f"control batch at offset {h.base_offset}: {exc.message}"))
             except StopIteration:
                 pass
-    parts: list[jc.Part] = [_KEYS["type"], b'"batch"']
+    parts: list[jc.Part] = [_KEYS["type"], _TYPE]
     done: dict[str, jc.Part] = {}
     for name in COLUMN_NAMES:
         parts.append(_KEYS[name])

@@ -88,10 +88,23 @@ def _objects(task: dict, with_records: bool) -> Iterator[dict]:
 
 def _fast_items(task: dict, with_records: bool, out) -> Iterator[dict]:
     """The fast path for segments and KRaft snapshots: lines go straight to
-    ``out``; problems (and objects of the internal-topic tables) are yielded."""
-    from auditor.cli import dump_fast
+    ``out``; problems (and objects of the internal-topic tables) are yielded.
+    A segment's batches go through the compiled path first (:mod:`auditor.cli.dump_native`),
+    as far as it can vouch for them; the vectorised one (:mod:`auditor.cli.dump_fast`,
+    numpy) writes the rest and reports the problems."""
+    from auditor.cli import dump_native
 
-    yield from dump_fast.write_batches(task, out)
+    start = 0
+    fd = _descriptor(out)
+    if fd is not None and dump_native.applies(task):
+        out.flush()  # what is queued goes out first: the extension writes to the descriptor itself
+        start = dump_native.write_batches(task, fd)
+    if start < task["size"] or task["kind"] != "segment" or with_records:
+        _import_numpy_single_threaded()
+        from auditor.cli import dump_fast
+
+        if start < task["size"]:
+            yield from dump_fast.write_batches({**task, "range_start": start} if start else task, out)
     # the internal topics' record decoders (only with --records): other topics' segments have no
     # table but batches, so their dump needs neither the table registry nor pyarrow (~0.2 s to import)
     if task["kind"] != "segment" or (with_records and task.get("topic") in _INTERNAL):
@@ -102,6 +115,14 @@ def _fast_items(task: dict, with_records: bool, out) -> Iterator[dict]:
                 yield from _table_objects(task, name, spec)
     if with_records and task.get("topic") not in _INTERNAL:
         dump_fast.write_records(task, out)
+
+
+def _descriptor(out) -> "int | None":
+    """The file descriptor behind ``out``, or None (an in-memory buffer)."""
+    try:
+        return out.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both of the last two
+        return None
 
 
 def _problem(obj: dict) -> None:
@@ -116,7 +137,6 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
     from auditor.startup import keep_freed_memory
 
     keep_freed_memory()
-    _import_numpy_single_threaded()
     plan = make_plan(list(files), split_bytes=1 << 62)
     bad = False
     table = None
@@ -143,6 +163,8 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
                 err.print(f"[yellow]skipped[/yellow] {safe(fi.path)}: {safe(fi.note or 'not a Kafka file this tool decodes')}")
                 continue
             fast = table is None and task["kind"] in ("segment", "kraft-snapshot")
+            if not fast:
+                _import_numpy_single_threaded()
             for obj in (_fast_items(task, records, out) if fast else _objects(task, records)):
                 if obj["type"] == "problem":
                     bad = True
@@ -164,10 +186,14 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
 
 
 def preload() -> None:
-    """Import what a dump of segments needs (numpy, the decoders), as :func:`run` would."""
-    _import_numpy_single_threaded()
-    import auditor.cli.dump_fast  # noqa: F401
+    """Import what a dump of segments needs, as :func:`run` would: the compiled path, or
+    without it numpy and the vectorised decoders."""
     import auditor.ingest.plan  # noqa: F401
+    from auditor.cli import dump_native
+
+    if not dump_native.available():
+        _import_numpy_single_threaded()
+        import auditor.cli.dump_fast  # noqa: F401
 
 
 def _import_numpy_single_threaded() -> None:

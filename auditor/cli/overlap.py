@@ -130,6 +130,10 @@ class BackgroundWriter:
                 self._pending = bytearray()
         return n
 
+    def fileno(self) -> int:
+        """The descriptor written to (call :meth:`flush` before writing to it directly)."""
+        return self._out.fileno()
+
     def flush(self) -> None:
         self._check()
         if self._pending:

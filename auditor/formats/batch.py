@@ -55,6 +55,43 @@ def increment_sequence(seq: int, inc: int) -> int:
     return seq + inc
 
 
+# The batches table's header columns: same names and order as BatchHeader.as_row(); types as in the batches table
+# (auditor.ingest.segments.BATCH_COLUMNS) except ``attributes``: the header
+# field is an unsigned 16-bit value there (0..65535) that int16 cannot hold
+# when a corrupt header sets bit 15, so it is int32 here. ``COLUMNS`` and
+# ``SCHEMA`` (pyarrow) are built on first access (module ``__getattr__``).
+COLUMN_TYPES: list[tuple[str, str]] = [
+    ("position", "int64"),
+    ("size", "int32"),
+    ("base_offset", "int64"),
+    ("last_offset", "int64"),
+    ("last_offset_delta", "int32"),
+    ("partition_leader_epoch", "int32"),
+    ("magic", "int8"),
+    ("crc", "int64"),
+    ("crc_valid", "bool_"),
+    ("attributes", "int32"),
+    ("compression", "string"),
+    ("timestamp_type", "string"),
+    ("is_transactional", "bool_"),
+    ("is_control", "bool_"),
+    ("has_delete_horizon", "bool_"),
+    ("base_timestamp", "int64"),
+    ("max_timestamp", "int64"),
+    ("delete_horizon_ms", "int64"),
+    ("producer_id", "int64"),
+    ("producer_epoch", "int16"),
+    ("base_sequence", "int32"),
+    ("last_sequence", "int32"),
+    ("record_count", "int32"),
+]
+COLUMN_NAMES: list[str] = [name for name, _ in COLUMN_TYPES]
+# compression names by codec id (attributes & 7), as codec_name() spells them
+CODEC_NAMES: list[str] = [codec_name(i) for i in range(8)]
+# timestamp_type by index: 0 CreateTime, 1 LogAppendTime, 2 NoTimestampType (magic 0)
+TS_TYPE_NAMES: list[str] = ["CreateTime", "LogAppendTime", "NoTimestampType"]
+
+
 @dataclass(slots=True)
 class BatchHeader:
     """One entry of a segment. A legacy (magic 0/1) entry reads as Kafka reads it

@@ -62,7 +62,11 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator, Union
 from auditor.formats.crc import crc32c
 import numpy as np
 
-from auditor.formats.batch import (
+from auditor.formats.batch import (  # noqa: F401 - COLUMN_* and *_NAMES re-exported
+    CODEC_NAMES,
+    COLUMN_NAMES,
+    COLUMN_TYPES,
+    TS_TYPE_NAMES,
     ABSURD_BATCH_BYTES,
     INT32_MAX,
     LOG_OVERHEAD,
@@ -71,48 +75,13 @@ from auditor.formats.batch import (
     LogProblem,
     legacy_fields,
 )
-from auditor.formats.codecs import codec_name
 
 if TYPE_CHECKING:  # pyarrow is imported on first use: ``txn-audit dump`` reads numpy columns only
     from concurrent.futures import ThreadPoolExecutor
 
     import pyarrow as pa
 
-# Same names and order as BatchHeader.as_row(); types as in the batches table
-# (auditor.ingest.segments.BATCH_COLUMNS) except ``attributes``: the header
-# field is an unsigned 16-bit value there (0..65535) that int16 cannot hold
-# when a corrupt header sets bit 15, so it is int32 here. ``COLUMNS`` and
-# ``SCHEMA`` (pyarrow) are built on first access (module ``__getattr__``).
-COLUMN_TYPES: list[tuple[str, str]] = [
-    ("position", "int64"),
-    ("size", "int32"),
-    ("base_offset", "int64"),
-    ("last_offset", "int64"),
-    ("last_offset_delta", "int32"),
-    ("partition_leader_epoch", "int32"),
-    ("magic", "int8"),
-    ("crc", "int64"),
-    ("crc_valid", "bool_"),
-    ("attributes", "int32"),
-    ("compression", "string"),
-    ("timestamp_type", "string"),
-    ("is_transactional", "bool_"),
-    ("is_control", "bool_"),
-    ("has_delete_horizon", "bool_"),
-    ("base_timestamp", "int64"),
-    ("max_timestamp", "int64"),
-    ("delete_horizon_ms", "int64"),
-    ("producer_id", "int64"),
-    ("producer_epoch", "int16"),
-    ("base_sequence", "int32"),
-    ("last_sequence", "int32"),
-    ("record_count", "int32"),
-]
-COLUMN_NAMES: list[str] = [name for name, _ in COLUMN_TYPES]
-# compression names by codec id (attributes & 7), as codec_name() spells them
-CODEC_NAMES: list[str] = [codec_name(i) for i in range(8)]
-# timestamp_type by index: 0 CreateTime, 1 LogAppendTime, 2 NoTimestampType (magic 0)
-TS_TYPE_NAMES: list[str] = ["CreateTime", "LogAppendTime", "NoTimestampType"]
+# the columns' names, order and types, and the names of codecs and timestamp types: auditor/formats/batch.py
 _ARROW: dict[str, object] = {}
 
 

@@ -22,10 +22,11 @@ default separators and ``ensure_ascii`` (tests/test_dump_columnar.py).
 
 from __future__ import annotations
 
-import json
 from typing import BinaryIO, Sequence, Union
 
 import numpy as np
+
+from auditor.formats.jsonl_literals import key_literal, token  # noqa: F401 - re-exported
 
 # A part of a line: literal bytes, or an (n, w) uint8 block (NUL-padded on the left).
 Part = Union[bytes, np.ndarray]
@@ -41,11 +42,6 @@ def _digits4() -> np.ndarray:
         t = np.stack([i // 1000, i // 100 % 10, i // 10 % 10, i % 10], axis=1).astype(np.uint8) + ord("0")
         _DIGITS4 = np.ascontiguousarray(t).view(np.uint32).reshape(-1)
     return _DIGITS4
-
-
-def token(value: object) -> bytes:
-    """The JSON text of one value, as ``json.dumps`` writes it."""
-    return json.dumps(value).encode("ascii")
 
 
 def int_part(v: np.ndarray, null: np.ndarray | None = None) -> Part:
@@ -131,11 +127,6 @@ def object_part(values: Sequence[object]) -> Part:
     for i, val in enumerate(values):
         codes[i] = seen.setdefault(token(val), len(seen))
     return choice_part(codes, list(seen))
-
-
-def key_literal(first: bool, key: str) -> bytes:
-    """``{"key": `` or ``, "key": ``."""
-    return (b"{" if first else b", ") + token(key) + b": "
 
 
 def render(n: int, parts: Sequence[Part]) -> bytes | bytearray:

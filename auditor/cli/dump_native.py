@@ -1,0 +1,74 @@
+"""``txn-audit dump``'s compiled path for log segments (``auditor/cli/_dumpv2.c``).
+
+Why: a dump is a whole process a person waits for, and on a few MB of small
+batches most of it was start-up -- numpy's import alone (~60 ms here) is more
+than the compiled walk takes for 100,000 batches. The extension frames the v2
+batches, checks their CRC-32C (the CPU's instruction, three batches at a time)
+and writes their lines straight to standard output, with the GIL released.
+
+It only writes what it can vouch for, and stops at the first entry it cannot
+(legacy entries, a bad CRC, a cut tail, an unusual control record): the Python
+path (:mod:`auditor.cli.dump_fast`) carries on from there and reports the
+problem, so the output and the problems are what the Python path alone gives
+(tests/test_dump_native.py). The keys and tokens of a line are handed in from
+:mod:`auditor.cli.dump_lines`, checked against the order the extension writes.
+
+The extension is built by ``pip install`` where a C compiler is found (setup.py);
+without it (or with ``TXN_AUDIT_NATIVE=0``), :func:`available` is False and
+``dump`` takes the Python path.
+"""
+
+from __future__ import annotations
+
+import os
+
+from auditor.cli import dump_lines as dl
+
+_NATIVE = None  # the module, once imported and checked; False: not usable
+ENV = "TXN_AUDIT_NATIVE"  # "0": the Python path only (what the tests compare the compiled one with)
+
+
+def _native():
+    global _NATIVE
+    if _NATIVE is None:
+        if os.environ.get(ENV) == "0":
+            _NATIVE = False
+            return _NATIVE
+        try:
+            from auditor.cli import _dumpv2
+        except ImportError:
+            _NATIVE = False
+        else:
+            # the extension writes the fields in its own order: use it only if that is the lines' order
+            _NATIVE = _dumpv2 if list(_dumpv2.FIELDS) == dl.BATCH_KEYS[:len(_dumpv2.FIELDS)] else False
+    return _NATIVE
+
+
+def available() -> bool:
+    return bool(_native())
+
+
+def applies(task: dict) -> bool:
+    """A log segment, dumped whole (a KRaft snapshot starts with a control batch the extension leaves to Python)."""
+    return task["kind"] == "segment" and not task.get("range_start") and task.get("range_end") in (None, -1) \
+        and available()
+
+
+def write_batches(task: dict, out_fd: int) -> int:
+    """Write the batch lines of ``task``'s segment from its start to ``out_fd`` for as long as
+    the extension can vouch for them; returns the position where the Python path must go on
+    (``task["size"]`` when it wrote them all). An unreadable file returns 0: the Python path
+    reports it."""
+    native = _native()
+    try:
+        fd = os.open(task["path"], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return 0
+    try:
+        keys = tuple(dl.KEYS[k] for k in native.FIELDS)
+        keys = (keys[0] + dl.TYPE, *keys[1:])  # the type key with its value
+        size = int(task["size"])
+        return native.dump(fd, 0, size, size, out_fd, keys, tuple(dl.CODEC_TOKENS), tuple(dl.TS_TOKENS[:2]),
+                           tuple(dl.MARKER_TOKENS), dl.tail(task))
+    finally:
+        os.close(fd)
