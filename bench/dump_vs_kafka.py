@@ -17,6 +17,10 @@ wants them, ``<topic>-0/00000000000000000000.log``):
 * ``large``: ~16 KiB batches, ``--large-mib`` MiB (1024; 64 with ``--quick``); headers;
 * ``records-100k``: the 100k file with ``--records`` against ``--deep-iteration``.
 
+After each of ours, ``dd`` writes as many bytes as ours wrote, in 1 MiB blocks, through the same
+delete-and-sync protocol: the kernel's share of a run, which on this VM swings by 10x from one
+minute to the next (fresh page-cache pages), printed so that a slow run can be told from a slow tool.
+
 Ours is the newest segment of its partition, so it is read with plain reads,
 as a live broker's active segment is; ``--inactive`` adds a second segment
 after it, so the dumped one is memory-mapped. Kafka's jars come from
@@ -79,6 +83,10 @@ def _cpus(runs: list[dict]) -> str:
     return " ".join(f"{r['cpu']:.2f}" for r in runs)
 
 
+def _walls(runs: list[dict]) -> str:
+    return " ".join(f"{r['wall']:.2f}" for r in runs)
+
+
 def place(directory: Path, name: str, src: Path, inactive: bool) -> Path:
     d = directory / f"{name}-0"
     d.mkdir(exist_ok=True)
@@ -137,17 +145,22 @@ def main(argv: list[str] | None = None) -> int:
         for name, src, kflags, oflags, batches in cases:
             seg = place(directory, name, src, a.inactive)
             decode.warm(seg)
-            runs: dict[str, list[dict]] = {"kafka": [], "ours": []}
+            runs: dict[str, list[dict]] = {"kafka": [], "ours": [], "dd": []}
             for _ in range(a.repeat):
                 runs["kafka"].append(run([*java, *kflags, "--files", str(seg)], out_file))
                 runs["ours"].append(run([*ours, *oflags, str(seg)], out_file))
+                # the floor under ours: the kernel writing as many bytes, in 1 MiB blocks, nothing computed
+                mib = -(-runs["ours"][-1]["out_bytes"] // (1 << 20))
+                runs["dd"].append(run(["dd", "if=/dev/zero", "bs=1M", f"count={mib}", "status=none"], out_file))
             med = {tool: {k: statistics.median(r[k] for r in rs) for k in ("wall", "cpu", "sys", "rss_mib", "out_bytes")}
                    for tool, rs in runs.items()}
             rows.append((name, seg.stat().st_size, batches, med))
             k, o = med["kafka"], med["ours"]
             print(f"  {name}: kafka {k['cpu']:.2f} cpu-s ({k['sys']:.2f} sys) / {k['wall']:.2f} s, ours {o['cpu']:.2f} "
                   f"cpu-s ({o['sys']:.2f} sys) / {o['wall']:.2f} s; every run's cpu-s: kafka "
-                  f"{_cpus(runs['kafka'])}, ours {_cpus(runs['ours'])}", flush=True)
+                  f"{_cpus(runs['kafka'])}, ours {_cpus(runs['ours'])}; dd writing ours' {o['out_bytes'] / 1e6:.0f} MB: "
+                  f"{med['dd']['wall']:.2f} s (runs: {_walls(runs['dd'])})",
+                  flush=True)
         out_file.unlink(missing_ok=True)
 
         print()

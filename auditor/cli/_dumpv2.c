@@ -24,6 +24,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@
 #define V2_HEADER 61
 #define LOG_OVERHEAD 12
 #define ABSURD_BATCH_BYTES (128 * 1024 * 1024) /* auditor/formats/batch.py */
-#define READ_BYTES (4 * 1024 * 1024)
+#define READ_BYTES (8 * 1024 * 1024)
 #define OUT_BYTES (1024 * 1024)
 #define N_KEYS 26
 #define N_CODECS 8
@@ -143,28 +144,110 @@ static inline uint32_t be32(const unsigned char *p) {
 }
 static inline uint16_t be16(const unsigned char *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 
-/* ---- output ---- */
+/* ---- output ----
+ * Lines are formatted into one buffer while a writer thread writes the other: on a dump of
+ * many small batches, the kernel's copy of the output into the page cache costs as much as
+ * formatting it, and the two then take one core each. */
 
 typedef struct {
     int fd;
-    char *buf;
+    char *bufs[2];
+    char *buf; /* the one being filled: bufs[cur] */
+    int cur;
     size_t len;
-    int err; /* errno of a failed write, 0 if none */
+    int err; /* errno of a failed write, 0 if none (set by the writer, read under mu) */
+    int threaded, quit;
+    const char *pending; /* handed to the writer, not yet written */
+    size_t pending_len;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
 } out_t;
 
-static void out_flush(out_t *o) {
-    const char *p = o->buf;
-    size_t n = o->len;
-    while (n && !o->err) {
-        ssize_t w = write(o->fd, p, n);
+static int write_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t w = write(fd, p, n);
         if (w < 0) {
-            if (errno != EINTR) o->err = errno;
-            continue;
+            if (errno == EINTR) continue;
+            return errno;
         }
         p += w;
         n -= (size_t)w;
     }
+    return 0;
+}
+
+static void *writer(void *arg) {
+    out_t *o = arg;
+    pthread_mutex_lock(&o->mu);
+    for (;;) {
+        while (!o->pending && !o->quit) pthread_cond_wait(&o->cv, &o->mu);
+        if (!o->pending) break;
+        const char *p = o->pending;
+        size_t n = o->pending_len;
+        int failed = o->err;
+        pthread_mutex_unlock(&o->mu);
+        if (!failed) failed = write_all(o->fd, p, n);
+        pthread_mutex_lock(&o->mu);
+        o->err = failed;
+        o->pending = NULL;
+        pthread_cond_broadcast(&o->cv);
+    }
+    pthread_mutex_unlock(&o->mu);
+    return NULL;
+}
+
+static int out_open(out_t *o, int fd, size_t cap) {
+    memset(o, 0, sizeof *o);
+    o->fd = fd;
+    o->bufs[0] = malloc(cap);
+    o->bufs[1] = malloc(cap);
+    o->buf = o->bufs[0];
+    if (!o->bufs[0] || !o->bufs[1]) return 0;
+    pthread_mutex_init(&o->mu, NULL);
+    pthread_cond_init(&o->cv, NULL);
+    o->threaded = pthread_create(&o->thread, NULL, writer, o) == 0;
+    return 1;
+}
+
+/* Hand the filled buffer over (or write it, without a writer thread); returns the error so far. */
+static int out_flush(out_t *o) {
+    if (!o->threaded) {
+        if (!o->err && o->len) o->err = write_all(o->fd, o->buf, o->len);
+        o->len = 0;
+        return o->err;
+    }
+    pthread_mutex_lock(&o->mu);
+    while (o->pending) pthread_cond_wait(&o->cv, &o->mu);
+    int err = o->err;
+    if (!err && o->len) {
+        o->pending = o->buf;
+        o->pending_len = o->len;
+        pthread_cond_broadcast(&o->cv);
+        o->cur ^= 1;
+        o->buf = o->bufs[o->cur];
+    }
+    pthread_mutex_unlock(&o->mu);
     o->len = 0;
+    return err;
+}
+
+/* Write what is left, stop the writer; returns the first write error (0 if none). */
+static int out_close(out_t *o) {
+    out_flush(o);
+    if (o->threaded) {
+        pthread_mutex_lock(&o->mu);
+        while (o->pending) pthread_cond_wait(&o->cv, &o->mu);
+        o->quit = 1;
+        pthread_cond_broadcast(&o->cv);
+        pthread_mutex_unlock(&o->mu);
+        pthread_join(o->thread, NULL);
+        pthread_mutex_destroy(&o->mu);
+        pthread_cond_destroy(&o->cv);
+    }
+    free(o->bufs[0]);
+    free(o->bufs[1]);
+    return o->err;
 }
 
 static const char DIGITS[201] =
@@ -242,15 +325,104 @@ static int plain_marker(const unsigned char *payload, const unsigned char *end, 
     return 1;
 }
 
+/* ---- a helper thread: the second half of a big read, or of a window's CRCs ----
+ * One thread for the whole dump: starting a thread per window costs more than the work it
+ * takes over on windows of a few MiB. */
+
+typedef struct {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    void *(*fn)(void *);
+    void *arg;
+    int started, quit;
+} helper_t;
+
+static void *helper_main(void *a) {
+    helper_t *h = a;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (!h->fn && !h->quit) pthread_cond_wait(&h->cv, &h->mu);
+        if (!h->fn) break;
+        void *(*fn)(void *) = h->fn;
+        void *arg = h->arg;
+        pthread_mutex_unlock(&h->mu);
+        fn(arg);
+        pthread_mutex_lock(&h->mu);
+        h->fn = NULL;
+        pthread_cond_broadcast(&h->cv);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+static void helper_start(helper_t *h) {
+    memset(h, 0, sizeof *h);
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    h->started = pthread_create(&h->thread, NULL, helper_main, h) == 0;
+}
+
+/* Run fn(arg) on the helper (1), or nowhere when there is none (0: the caller runs it). */
+static int helper_submit(helper_t *h, void *(*fn)(void *), void *arg) {
+    if (!h->started) return 0;
+    pthread_mutex_lock(&h->mu);
+    h->arg = arg;
+    h->fn = fn;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    return 1;
+}
+
+static void helper_wait(helper_t *h) {
+    pthread_mutex_lock(&h->mu);
+    while (h->fn) pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void helper_stop(helper_t *h) {
+    if (h->started) {
+        pthread_mutex_lock(&h->mu);
+        h->quit = 1;
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->thread, NULL);
+    }
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
+}
+
 /* ---- the walk ---- */
 
 typedef struct {
     int fd;
+    helper_t *helper;
     unsigned char *buf;
     size_t cap;
     int64_t at;  /* file position of buf[0] */
     size_t len;  /* bytes held */
 } reader_t;
+
+#define SPLIT_BYTES (1024 * 1024)
+
+typedef struct {
+    int fd;
+    unsigned char *into;
+    size_t want;
+    int64_t at;
+    size_t got; /* bytes read before the end of the file, an error or `want` */
+} fill_t;
+
+static void *fill(void *arg) {
+    fill_t *f = arg;
+    while (f->got < f->want) {
+        ssize_t got = pread(f->fd, f->into + f->got, f->want - f->got, f->at + (int64_t)f->got);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        f->got += (size_t)got;
+    }
+    return NULL;
+}
 
 /* Make [pos, pos + n) held; 0 if the file does not hold it (short read, error, too big). */
 static int hold(reader_t *r, int64_t pos, size_t n) {
@@ -269,6 +441,21 @@ static int hold(reader_t *r, int64_t pos, size_t n) {
         r->buf = b;
         r->cap = cap;
     }
+    /* the first fill: two halves at once when it is big (copying out of the page cache is what
+     * a big read costs, and each core copies its half) */
+    size_t want = r->cap - r->len;
+    if (want >= 2 * SPLIT_BYTES) {
+        size_t half = want / 2;
+        fill_t second = {r->fd, r->buf + r->len + half, want - half, pos + (int64_t)(r->len + half), 0};
+        int helped = helper_submit(r->helper, fill, &second);
+        if (!helped) fill(&second);
+        fill_t first = {r->fd, r->buf + r->len, half, pos + (int64_t)r->len, 0};
+        fill(&first);
+        if (helped) helper_wait(r->helper);
+        /* keep what is contiguous from the start: a short first half ends the held bytes there */
+        r->len += first.got;
+        if (first.got == half) r->len += second.got;
+    }
     while (r->len < n) {
         ssize_t got = pread(r->fd, r->buf + r->len, r->cap - r->len, pos + (int64_t)r->len);
         if (got < 0 && errno == EINTR) continue;
@@ -284,7 +471,50 @@ typedef struct {
     size_t entry;
 } pending_t;
 
-#define GROUP 3
+#define MAX_GROUP 65536        /* batches framed, checked and written together */
+#define SHARED_CRC_BYTES (1024 * 1024) /* from this many bytes of a window on, two threads compute its CRCs */
+
+typedef struct {
+    pending_t *group;
+    uint32_t *crc;
+    int from, to;
+} crc_job_t;
+
+static void *crc_range(void *arg) {
+    crc_job_t *j = arg;
+    int i = j->from;
+#ifdef HAVE_HW_CRC
+    if (use_hw)
+        for (; i + 3 <= j->to; i += 3) {
+            const unsigned char *ps[3];
+            size_t ns[3];
+            for (int k = 0; k < 3; k++) {
+                ps[k] = j->group[i + k].h + 21;
+                ns[k] = j->group[i + k].entry - 21;
+            }
+            crc_hw3(ps, ns, j->crc + i);
+        }
+#endif
+    for (; i < j->to; i++) j->crc[i] = crc32c(j->group[i].h + 21, j->group[i].entry - 21);
+    return NULL;
+}
+
+/* The CRC-32C of each batch's bytes from its attributes on: the second half of a big window's
+ * bytes on a thread of its own. */
+static void crc_all(helper_t *helper, pending_t *group, uint32_t *crc, int n) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += group[i].entry;
+    int split = n;
+    if (total >= SHARED_CRC_BYTES && n >= 2) {
+        size_t half = 0;
+        for (split = 0; split < n - 1 && half < total / 2; split++) half += group[split].entry;
+    }
+    crc_job_t second = {group, crc, split, n};
+    int helped = split < n && helper_submit(helper, crc_range, &second);
+    crc_job_t first = {group, crc, 0, helped ? split : n};
+    crc_range(&first);
+    if (helped) helper_wait(helper);
+}
 
 static PyObject *dump(PyObject *self, PyObject *args) {
     int fd, out_fd;
@@ -314,53 +544,52 @@ static PyObject *dump(PyObject *self, PyObject *args) {
             line_max += lists[l].into[i].n + 24;
         }
     }
-    reader_t r = {fd, malloc(READ_BYTES), READ_BYTES, 0, 0};
-    out_t o = {out_fd, malloc(OUT_BYTES + line_max), 0, 0};
+    helper_t helper;
+    reader_t r = {fd, &helper, malloc(READ_BYTES), READ_BYTES, 0, 0};
+    out_t o;
     int64_t pos = start;
-    if (!r.buf || !o.buf) {
+    if (!r.buf || !out_open(&o, out_fd, OUT_BYTES + line_max)) {
         free(r.buf);
-        free(o.buf);
+        free(o.bufs[0]);
+        free(o.bufs[1]);
         PyBuffer_Release(&tail_b);
         return PyErr_NoMemory();
     }
     static const lit T = {"true", 4}, F = {"false", 5}, NUL = {"null", 4};
+    int err = 0;
     Py_BEGIN_ALLOW_THREADS
-    pending_t group[GROUP];
+    pending_t *group = malloc(sizeof(pending_t) * MAX_GROUP);
+    uint32_t *crc = malloc(sizeof(uint32_t) * MAX_GROUP);
     int ng = 0;
-    int done = 0;
+    int done = !group || !crc;
+    helper_start(&helper);
     while (!done) {
-        /* frame up to GROUP batches held in the buffer at once, then check their CRCs together */
+        /* frame the batches the buffer holds (reading more only for the first), check their CRCs
+         * together, then write them: the CRCs of a big window are shared with a second thread */
         ng = 0;
         int64_t p = pos;
-        while (ng < GROUP && p < stop) {
+        while (ng < MAX_GROUP && p < stop) {
             if (file_size - p < V2_HEADER) { done = 1; break; }
-            int64_t first = ng ? group[0].pos : p;
-            if (!hold(&r, first, (size_t)(p - first) + V2_HEADER)) { done = 1; break; }
+            if (ng == 0 ? !hold(&r, p, V2_HEADER) : p + V2_HEADER > r.at + (int64_t)r.len) {
+                done = ng == 0;
+                break;
+            }
             const unsigned char *h = r.buf + (p - r.at);
             int32_t size = (int32_t)be32(h + 8);
             if (h[16] != 2 || size < V2_HEADER - LOG_OVERHEAD || size > ABSURD_BATCH_BYTES) { done = 1; break; }
             size_t entry = (size_t)size + LOG_OVERHEAD;
             if ((int64_t)entry > file_size - p) { done = 1; break; }
-            if (!hold(&r, first, (size_t)(p - first) + entry)) { done = 1; break; }
+            if (ng == 0 ? !hold(&r, p, entry) : p + (int64_t)entry > r.at + (int64_t)r.len) {
+                done = ng == 0;
+                break;
+            }
             group[ng].pos = p;
             group[ng].entry = entry;
             ng++;
             p += (int64_t)entry;
         }
-        uint32_t crc[GROUP];
         for (int i = 0; i < ng; i++) group[i].h = r.buf + (group[i].pos - r.at);
-#ifdef HAVE_HW_CRC
-        if (use_hw && ng == GROUP) {
-            const unsigned char *ps[GROUP];
-            size_t ns[GROUP];
-            for (int i = 0; i < GROUP; i++) {
-                ps[i] = group[i].h + 21;
-                ns[i] = group[i].entry - 21;
-            }
-            crc_hw3(ps, ns, crc);
-        } else
-#endif
-            for (int i = 0; i < ng; i++) crc[i] = crc32c(group[i].h + 21, group[i].entry - 21);
+        crc_all(&helper, group, crc, ng);
         for (int i = 0; i < ng; i++) {
             const unsigned char *h = group[i].h;
             uint32_t stored = be32(h + 17);
@@ -415,20 +644,22 @@ static PyObject *dump(PyObject *self, PyObject *args) {
             w = put(w, tail);
             o.len = (size_t)(w - o.buf);
             pos = group[i].pos + (int64_t)group[i].entry;
-            if (o.len >= OUT_BYTES) {
-                out_flush(&o);
-                if (o.err) { done = 1; break; }
+            if (o.len >= OUT_BYTES && out_flush(&o)) {
+                done = 1;
+                break;
             }
         }
         if (pos >= stop) done = 1;
     }
-    if (!o.err) out_flush(&o);
+    err = out_close(&o);
+    helper_stop(&helper);
+    free(group);
+    free(crc);
     Py_END_ALLOW_THREADS
     free(r.buf);
-    free(o.buf);
     PyBuffer_Release(&tail_b);
-    if (o.err) {
-        errno = o.err;
+    if (err) {
+        errno = err;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     return PyLong_FromLongLong(pos);
