@@ -144,8 +144,75 @@ static inline uint32_t be32(const unsigned char *p) {
 }
 static inline uint16_t be16(const unsigned char *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 
+/* ---- a helper thread: writing the output, the second half of a big read or of a window's CRCs ----
+ * Started once per dump: starting a thread per window costs more than the work it takes over
+ * on windows of a few MiB. */
+
+typedef struct {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    void *(*fn)(void *);
+    void *arg;
+    int started, quit;
+} helper_t;
+
+static void *helper_main(void *a) {
+    helper_t *h = a;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (!h->fn && !h->quit) pthread_cond_wait(&h->cv, &h->mu);
+        if (!h->fn) break;
+        void *(*fn)(void *) = h->fn;
+        void *arg = h->arg;
+        pthread_mutex_unlock(&h->mu);
+        fn(arg);
+        pthread_mutex_lock(&h->mu);
+        h->fn = NULL;
+        pthread_cond_broadcast(&h->cv);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+static void helper_start(helper_t *h) {
+    memset(h, 0, sizeof *h);
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    h->started = pthread_create(&h->thread, NULL, helper_main, h) == 0;
+}
+
+/* Run fn(arg) on the helper (1), or nowhere when there is none (0: the caller runs it). */
+static int helper_submit(helper_t *h, void *(*fn)(void *), void *arg) {
+    if (!h->started) return 0;
+    pthread_mutex_lock(&h->mu);
+    h->arg = arg;
+    h->fn = fn;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    return 1;
+}
+
+static void helper_wait(helper_t *h) {
+    pthread_mutex_lock(&h->mu);
+    while (h->fn) pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void helper_stop(helper_t *h) {
+    if (h->started) {
+        pthread_mutex_lock(&h->mu);
+        h->quit = 1;
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->thread, NULL);
+    }
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
+}
+
 /* ---- output ----
- * Lines are formatted into one buffer while a writer thread writes the other: on a dump of
+ * Lines are formatted into one buffer while a helper thread writes the other: on a dump of
  * many small batches, the kernel's copy of the output into the page cache costs as much as
  * formatting it, and the two then take one core each. */
 
@@ -155,13 +222,10 @@ typedef struct {
     char *buf; /* the one being filled: bufs[cur] */
     int cur;
     size_t len;
-    int err; /* errno of a failed write, 0 if none (set by the writer, read under mu) */
-    int threaded, quit;
-    const char *pending; /* handed to the writer, not yet written */
+    helper_t writer;
+    const char *pending; /* handed to the writer */
     size_t pending_len;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    int err; /* errno of the first failed write, 0 if none */
 } out_t;
 
 static int write_all(int fd, const char *p, size_t n) {
@@ -177,23 +241,9 @@ static int write_all(int fd, const char *p, size_t n) {
     return 0;
 }
 
-static void *writer(void *arg) {
+static void *write_pending(void *arg) {
     out_t *o = arg;
-    pthread_mutex_lock(&o->mu);
-    for (;;) {
-        while (!o->pending && !o->quit) pthread_cond_wait(&o->cv, &o->mu);
-        if (!o->pending) break;
-        const char *p = o->pending;
-        size_t n = o->pending_len;
-        int failed = o->err;
-        pthread_mutex_unlock(&o->mu);
-        if (!failed) failed = write_all(o->fd, p, n);
-        pthread_mutex_lock(&o->mu);
-        o->err = failed;
-        o->pending = NULL;
-        pthread_cond_broadcast(&o->cv);
-    }
-    pthread_mutex_unlock(&o->mu);
+    o->err = write_all(o->fd, o->pending, o->pending_len);
     return NULL;
 }
 
@@ -204,47 +254,32 @@ static int out_open(out_t *o, int fd, size_t cap) {
     o->bufs[1] = malloc(cap);
     o->buf = o->bufs[0];
     if (!o->bufs[0] || !o->bufs[1]) return 0;
-    pthread_mutex_init(&o->mu, NULL);
-    pthread_cond_init(&o->cv, NULL);
-    o->threaded = pthread_create(&o->thread, NULL, writer, o) == 0;
+    helper_start(&o->writer);
     return 1;
 }
 
-/* Hand the filled buffer over (or write it, without a writer thread); returns the error so far. */
+/* Hand the filled buffer to the writer (or write it, without one); returns the error so far. */
 static int out_flush(out_t *o) {
-    if (!o->threaded) {
-        if (!o->err && o->len) o->err = write_all(o->fd, o->buf, o->len);
-        o->len = 0;
-        return o->err;
-    }
-    pthread_mutex_lock(&o->mu);
-    while (o->pending) pthread_cond_wait(&o->cv, &o->mu);
-    int err = o->err;
-    if (!err && o->len) {
+    helper_wait(&o->writer); /* the previous buffer is written: o->err is settled */
+    if (!o->err && o->len) {
         o->pending = o->buf;
         o->pending_len = o->len;
-        pthread_cond_broadcast(&o->cv);
-        o->cur ^= 1;
-        o->buf = o->bufs[o->cur];
+        if (helper_submit(&o->writer, write_pending, o)) {
+            o->cur ^= 1;
+            o->buf = o->bufs[o->cur];
+        } else {
+            write_pending(o);
+        }
     }
-    pthread_mutex_unlock(&o->mu);
     o->len = 0;
-    return err;
+    return o->err;
 }
 
 /* Write what is left, stop the writer; returns the first write error (0 if none). */
 static int out_close(out_t *o) {
     out_flush(o);
-    if (o->threaded) {
-        pthread_mutex_lock(&o->mu);
-        while (o->pending) pthread_cond_wait(&o->cv, &o->mu);
-        o->quit = 1;
-        pthread_cond_broadcast(&o->cv);
-        pthread_mutex_unlock(&o->mu);
-        pthread_join(o->thread, NULL);
-        pthread_mutex_destroy(&o->mu);
-        pthread_cond_destroy(&o->cv);
-    }
+    helper_wait(&o->writer);
+    helper_stop(&o->writer);
     free(o->bufs[0]);
     free(o->bufs[1]);
     return o->err;
@@ -323,73 +358,6 @@ static int plain_marker(const unsigned char *payload, const unsigned char *end, 
     *type = t;
     *epoch = (int32_t)be32(value + 2);
     return 1;
-}
-
-/* ---- a helper thread: the second half of a big read, or of a window's CRCs ----
- * One thread for the whole dump: starting a thread per window costs more than the work it
- * takes over on windows of a few MiB. */
-
-typedef struct {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    void *(*fn)(void *);
-    void *arg;
-    int started, quit;
-} helper_t;
-
-static void *helper_main(void *a) {
-    helper_t *h = a;
-    pthread_mutex_lock(&h->mu);
-    for (;;) {
-        while (!h->fn && !h->quit) pthread_cond_wait(&h->cv, &h->mu);
-        if (!h->fn) break;
-        void *(*fn)(void *) = h->fn;
-        void *arg = h->arg;
-        pthread_mutex_unlock(&h->mu);
-        fn(arg);
-        pthread_mutex_lock(&h->mu);
-        h->fn = NULL;
-        pthread_cond_broadcast(&h->cv);
-    }
-    pthread_mutex_unlock(&h->mu);
-    return NULL;
-}
-
-static void helper_start(helper_t *h) {
-    memset(h, 0, sizeof *h);
-    pthread_mutex_init(&h->mu, NULL);
-    pthread_cond_init(&h->cv, NULL);
-    h->started = pthread_create(&h->thread, NULL, helper_main, h) == 0;
-}
-
-/* Run fn(arg) on the helper (1), or nowhere when there is none (0: the caller runs it). */
-static int helper_submit(helper_t *h, void *(*fn)(void *), void *arg) {
-    if (!h->started) return 0;
-    pthread_mutex_lock(&h->mu);
-    h->arg = arg;
-    h->fn = fn;
-    pthread_cond_broadcast(&h->cv);
-    pthread_mutex_unlock(&h->mu);
-    return 1;
-}
-
-static void helper_wait(helper_t *h) {
-    pthread_mutex_lock(&h->mu);
-    while (h->fn) pthread_cond_wait(&h->cv, &h->mu);
-    pthread_mutex_unlock(&h->mu);
-}
-
-static void helper_stop(helper_t *h) {
-    if (h->started) {
-        pthread_mutex_lock(&h->mu);
-        h->quit = 1;
-        pthread_cond_broadcast(&h->cv);
-        pthread_mutex_unlock(&h->mu);
-        pthread_join(h->thread, NULL);
-    }
-    pthread_mutex_destroy(&h->mu);
-    pthread_cond_destroy(&h->cv);
 }
 
 /* ---- the walk ---- */
