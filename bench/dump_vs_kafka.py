@@ -17,9 +17,11 @@ wants them, ``<topic>-0/00000000000000000000.log``):
 * ``large``: ~16 KiB batches, ``--large-mib`` MiB (1024; 64 with ``--quick``); headers;
 * ``records-100k``: the 100k file with ``--records`` against ``--deep-iteration``.
 
-After each of ours, ``dd`` writes as many bytes as ours wrote, in 1 MiB blocks, through the same
-delete-and-sync protocol: the kernel's share of a run, which on this VM swings by 10x from one
-minute to the next (fresh page-cache pages), printed so that a slow run can be told from a slow tool.
+After each of ours, ``dd`` writes as many bytes as ours wrote (from ``/dev/zero``, 1 MiB blocks,
+same delete-and-sync protocol), printed beside the case: what the kernel charged at that moment
+for putting that much output into the page cache. It is a witness, not a floor: on this VM it
+swings by 10x from one minute to the next (0.3 to 3.8 s for 1.28 GB), so a slow run can be told
+from a slow tool.
 
 Ours is the newest segment of its partition, so it is read with plain reads,
 as a live broker's active segment is; ``--inactive`` adds a second segment
