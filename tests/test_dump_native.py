@@ -151,3 +151,12 @@ def test_damaged_segments_dump_the_same_with_and_without_the_extension(tmp_path,
         data[at] = byte
     task = _segment(tmp_path, bytes(data[:length]))
     _check([task], tmp_path)
+
+
+def test_a_fifo_in_place_of_the_segment_is_refused_without_blocking(tmp_path):
+    task = _segment(tmp_path, *PLAIN)
+    os.unlink(task["path"])
+    os.mkfifo(task["path"])
+    assert _stop(task) == 0  # the Python path then reports it as unreadable
+    out, problems = _through_native(task, tmp_path)
+    assert out == b"" and [p["kind"] for p in problems] == ["unreadable"]

@@ -59,16 +59,16 @@ def write_batches(task: dict, out_fd: int) -> int:
     the extension can vouch for them; returns the position where the Python path must go on
     (``task["size"]`` when it wrote them all). An unreadable file returns 0: the Python path
     reports it."""
+    from auditor.ingest.storage import open_regular
+
     native = _native()
     try:
-        fd = os.open(task["path"], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        f = open_regular(task["path"])  # a FIFO or device put in its place is refused, not read
     except OSError:
         return 0
-    try:
+    with f:
         keys = tuple(dl.KEYS[k] for k in native.FIELDS)
         keys = (keys[0] + dl.TYPE, *keys[1:])  # the type key with its value
         size = int(task["size"])
-        return native.dump(fd, 0, size, size, out_fd, keys, tuple(dl.CODEC_TOKENS), tuple(dl.TS_TOKENS[:2]),
+        return native.dump(f.fileno(), 0, size, size, out_fd, keys, tuple(dl.CODEC_TOKENS), tuple(dl.TS_TOKENS[:2]),
                            tuple(dl.MARKER_TOKENS), dl.tail(task))
-    finally:
-        os.close(fd)
