@@ -14,11 +14,12 @@
  * it stops, and the Python decoder carries on from that position: it is the one
  * that reports problems, with their kinds, positions and messages. So this file
  * holds no problem text and no field names: the keys and tokens are handed in from
- * Python (dump_fast's), in the order of FIELDS, which Python checks.
+ * Python (auditor/cli/dump_lines.py), in the order of FIELDS, which Python checks.
  *
  * Reads are positioned (pread) into a buffer of the process's own: a broker may
  * truncate the segment meanwhile, and a truncated mapping would be SIGBUS. The GIL
- * is released for the whole walk.
+ * is released for the whole walk; one helper thread writes the output and takes half
+ * of each big read and of each big window's CRCs.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -41,7 +42,7 @@
 #define N_TS 2
 #define N_MARKERS 2 /* ABORT, COMMIT: control types 0 and 1 */
 
-/* The fields written, in order: dump_fast checks this against its own key list. */
+/* The fields written, in order: auditor/cli/dump_native.py checks them against dump_lines.BATCH_KEYS. */
 static const char *FIELDS[N_KEYS] = {
     "type", "position", "size", "base_offset", "last_offset", "last_offset_delta", "partition_leader_epoch",
     "magic", "crc", "crc_valid", "attributes", "compression", "timestamp_type", "is_transactional",
