@@ -18,8 +18,8 @@
  *
  * Reads are positioned (pread) into a buffer of the process's own: a broker may
  * truncate the segment meanwhile, and a truncated mapping would be SIGBUS. The GIL
- * is released for the whole walk; one helper thread writes the output and takes half
- * of each big read and of each big window's CRCs.
+ * is released for the whole walk; of two helper threads, one writes the output and
+ * the other takes half of each big read and of each big window's CRCs.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -146,7 +146,7 @@ static inline uint32_t be32(const unsigned char *p) {
 }
 static inline uint16_t be16(const unsigned char *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 
-/* ---- a helper thread: writing the output, the second half of a big read or of a window's CRCs ----
+/* ---- helper threads: one writes the output; one takes the second half of a big read or of a window's CRCs ----
  * Started once per dump: starting a thread per window costs more than the work it takes over
  * on windows of a few MiB. */
 
