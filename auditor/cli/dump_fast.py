@@ -31,12 +31,9 @@ from auditor.cli.overlap import read_ahead
 from auditor.errors import DecodeError
 from auditor.formats import jsonl_columns as jc
 from auditor.formats.batch import INT32_MAX, V2_HEADER, BatchHeader, LogProblem, increment_sequence
-from auditor.cli.dump_lines import CODEC_TOKENS as _CODEC_TOKENS
-from auditor.cli.dump_lines import END as _END
-from auditor.cli.dump_lines import KEYS as _KEYS
-from auditor.cli.dump_lines import TS_TOKENS as _TS_TOKENS
-from auditor.cli.dump_lines import TYPE as _TYPE
-from auditor.cli.dump_lines import tail as _line_tail
+from auditor.cli.dump_lines import (
+    CODEC_TOKENS as _CODEC_TOKENS, END as _END, KEYS as _KEYS, TS_TOKENS as _TS_TOKENS, TYPE as _TYPE,
+    tail as _line_tail)
 from auditor.formats.batch_columnar import (
     COLUMN_NAMES, MAX_WINDOW, TS_TYPE_NAMES, WINDOW, iter_header_columns, iter_header_windows, read_at,
     use_helper_thread)

@@ -55,11 +55,12 @@ def increment_sequence(seq: int, inc: int) -> int:
     return seq + inc
 
 
-# The batches table's header columns: same names and order as BatchHeader.as_row(); types as in the batches table
-# (auditor.ingest.segments.BATCH_COLUMNS) except ``attributes``: the header
-# field is an unsigned 16-bit value there (0..65535) that int16 cannot hold
-# when a corrupt header sets bit 15, so it is int32 here. ``COLUMNS`` and
-# ``SCHEMA`` (pyarrow) are built on first access (module ``__getattr__``).
+# The header columns of a batch, as the columnar decoder (auditor/formats/batch_columnar.py, which
+# builds its Arrow schema from them) and `dump`'s lines (auditor/cli/dump_lines.py) have them: same
+# names and order as BatchHeader.as_row(); types as in the batches table
+# (auditor.ingest.segments.BATCH_COLUMNS) except ``attributes``: the header field is an unsigned
+# 16-bit value there (0..65535) that int16 cannot hold when a corrupt header sets bit 15, so it is
+# int32 here. Kept here, with no numpy, so that `dump`'s compiled path needs none.
 COLUMN_TYPES: list[tuple[str, str]] = [
     ("position", "int64"),
     ("size", "int32"),

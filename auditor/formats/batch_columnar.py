@@ -81,7 +81,8 @@ if TYPE_CHECKING:  # pyarrow is imported on first use: ``txn-audit dump`` reads 
 
     import pyarrow as pa
 
-# the columns' names, order and types, and the names of codecs and timestamp types: auditor/formats/batch.py
+# the columns' names, order and types, and the names of codecs and timestamp types: auditor/formats/batch.py;
+# ``COLUMNS`` and ``SCHEMA`` (pyarrow) are built from them on first access (module ``__getattr__``)
 _ARROW: dict[str, object] = {}
 
 
