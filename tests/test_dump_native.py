@@ -63,8 +63,8 @@ def test_native_dump_equals_per_object_dump_on_sample_logs(tmp_path):
     assert len(whole) > len(tasks) // 2
 
 
-@pytest.mark.skipif(not REAL_LOGS.is_dir(), reason="no real captures on this machine")
 def test_native_dump_equals_per_object_dump_on_real_captures(tmp_path):
+    assert REAL_LOGS.is_dir(), f"{REAL_LOGS} is missing: the real captures sit beside the clone (shared/real_logs)"
     _check([t for t in _tasks(REAL_LOGS) if t["kind"] == "segment"], tmp_path)
 
 

@@ -426,13 +426,12 @@ static int hold(reader_t *r, int64_t pos, size_t n) {
         r->len += first.got;
         if (first.got == half) r->len += second.got;
     }
-    while (r->len < n) {
-        ssize_t got = pread(r->fd, r->buf + r->len, r->cap - r->len, pos + (int64_t)r->len);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return 0;
-        r->len += (size_t)got;
+    if (r->len < n) { /* a small fill, or what a short first half left */
+        fill_t rest = {r->fd, r->buf + r->len, r->cap - r->len, pos + (int64_t)r->len, 0};
+        fill(&rest);
+        r->len += rest.got;
     }
-    return 1;
+    return r->len >= n;
 }
 
 /* The read buffer, in transparent huge pages where the kernel gives them on request: the copy out
