@@ -16,9 +16,20 @@ of the transaction (``__transaction_state``):
   transaction, does not list the partition, or the transaction is older than its
   timeout (at most ``transaction.max.timeout.ms``).
 
-A cluster whose ``__transaction_state`` is not in the dump is judged by age
-alone: ``hanging`` when older than ``transaction.max.timeout.ms``, else
-``in-flight``.
+* ``undetermined`` — the input cannot tell: the partition's later segments
+  were not given (the marker may be there), or the coordinator's record of the
+  producer is not in the input (no ``__transaction_state``, or only some of its
+  partitions) and the transaction is not older than
+  ``transaction.max.timeout.ms``. The message says what is missing and what
+  would settle it. A warning, never an all-clear: an open transaction that pins
+  the LSO is only harmless once shown to be in flight.
+
+Without the coordinator's records, age alone is decisive when it exceeds
+``transaction.max.timeout.ms`` (``hanging``): a live coordinator aborts any
+transaction by then. The classification and the age (reference instant minus
+the first batch's timestamp) are the model's (:mod:`auditor.model.verdicts`):
+``stuck-lso`` reports the same verdict and age for the transaction pinning the
+LSO.
 
 **Why it matters.** While the transaction is open the partition's last stable
 offset (LSO) cannot pass its first offset: ``read_committed`` consumers stop
@@ -44,8 +55,8 @@ from auditor.engine.views import REPLICA
 from rules._common import ABORT, COORDINATOR_EPOCH
 
 EVIDENCE = (
-    Evidence("age_only", "boolean", "true when the dump has no __transaction_state: classified by age alone"),
-    Evidence("coordinator_partitions_in_dump", "int", "how many __transaction_state partitions the dump holds"),
+    Evidence("age_only", "boolean", "true when no coordinator record could be consulted for the producer"),
+    Evidence("coordinator_partitions_in_dump", "int", "how many __transaction_state partitions the dump holds records of"),
     Evidence("coordinator_state", "string", "state of the transactional id's latest coordinator record"),
     Evidence("coordinator_topic_partitions", "array<string>", "partitions that record lists in the transaction"),
     Evidence("transaction_timeout_ms", "int", "the transaction's timeout in that record"),
@@ -54,74 +65,42 @@ EVIDENCE = (
     Evidence("previous_marker_epoch", "int", "producer epoch of that marker"),
     COORDINATOR_EPOCH,
     Evidence("as_of_ms", "bigint", "the instant ages are measured against"),
+    Evidence("undetermined_reason", "string", "what the input lacks to classify the transaction (undetermined only)"),
+    Evidence("settled_by", "string", "what would settle it (undetermined only)"),
 )
 
 _WHERE = ("on {topic}-{partition} from offset {first_offset} (producer {producer_id}, epoch {producer_epoch}"
           "[[, transactional id {transactional_id}]]), open for {duration_ms:duration}")
 _FIND_CLIENT = ("after the abort, find the client of the transactional id (or producer id) and upgrade it to a KIP-890 client "
                 "(3.6+ brokers verify partitions; transaction.version 2 bumps the epoch per transaction)")
+_SETTLE = ("not an all-clear: give the input the message names and audit again, or check it online with "
+           "kafka-transactions.sh --bootstrap-server <broker:port> describe-producers --topic <topic> --partition <n> "
+           "(a producer still listed with this current transaction start offset holds the LSO); abort it only once it "
+           "proves hanging")
 KINDS = {
-    "in-flight": Kind("info", "open transaction " + _WHERE + ": [[the coordinator has it {coordinator_state} with this "
-                      "partition, within its timeout]][[{age_only:if}younger than transaction.max.timeout.ms (no "
-                      "__transaction_state in the dump)]]"),
+    "in-flight": Kind("info", "open transaction " + _WHERE + ": the coordinator has it {coordinator_state} with this "
+                      "partition, within its timeout"),
+    "undetermined": Kind("warning", "open transaction the input cannot judge " + _WHERE + ": {undetermined_reason}; "
+                         "to settle it: {settled_by}",
+                         advice=_SETTLE),
     "late-write": Kind("critical", "late write " + _WHERE + ": written by producer session {producer_id}/{producer_epoch} "
                        "after that session's marker at offset {previous_marker_offset}; no marker will close it (KAFKA-12671)",
                        ABORT, _FIND_CLIENT),
     "unknown-to-coordinator": Kind("critical", "transaction unknown to the coordinator " + _WHERE + ": no "
-                                   "__transaction_state record names producer {producer_id} ({coordinator_partitions_in_dump} "
-                                   "coordinator partitions in the dump)", ABORT, _FIND_CLIENT),
+                                   "__transaction_state record names producer {producer_id} (all "
+                                   "{coordinator_partitions_in_dump} coordinator partitions with records were given)",
+                                   ABORT, _FIND_CLIENT),
     "hanging": Kind("error", "hanging transaction " + _WHERE + ": [[the coordinator's state is {coordinator_state}, "
                     "without this partition in an unexpired transaction]][[{age_only:if}older than "
-                    "transaction.max.timeout.ms (no __transaction_state in the dump)]]", ABORT, _FIND_CLIENT),
+                    "transaction.max.timeout.ms, so a live coordinator would have aborted it]]", ABORT, _FIND_CLIENT),
 }
 
 
 def run(ctx):
     from pyspark.sql import functions as F
 
-    o = ctx.with_as_of(ctx.open_transactions)
-    as_of = F.col("as_of_ms")
-    max_timeout = F.lit(ctx.options.transaction_max_timeout_ms)
-    age = as_of - F.col("first_timestamp")
-    session_had_marker = F.col("prev_marker_epoch").isNotNull() & (F.col("data_epoch_min") <= F.col("prev_marker_epoch"))
-    by_age = F.when(age > max_timeout, F.lit("hanging")).otherwise(F.lit("in-flight"))
-
-    if ctx.has_coordinator_log:
-        ids = ctx.producer_transactional_ids.groupBy("cluster_id", "producer_id").agg(F.min("transactional_id").alias("transactional_id"))
-        coord = ctx.coordinator_latest.select(
-            "cluster_id", "transactional_id",
-            F.col("state").alias("coordinator_state"),
-            F.col("producer_id").alias("coordinator_producer_id"),
-            F.col("transaction_timeout_ms"),
-            F.col("start_timestamp_ms"),
-            F.col("topic_partitions"),
-        )
-        o = o.join(ids, ["cluster_id", "producer_id"], "left").join(coord, ["cluster_id", "transactional_id"], "left")
-        # per cluster: a cluster whose __transaction_state is not in the dump is judged by age alone
-        o = o.join(F.broadcast(ctx.coordinator_partitions), "cluster_id", "left")
-        has_log = F.col("coordinator_partitions").isNotNull()
-        listed = F.exists(F.coalesce(F.col("topic_partitions"), F.array()),
-                          lambda tp: (tp["topic"] == F.col("topic")) & (tp["partition"] == F.col("partition")))
-        ongoing_here = (F.col("coordinator_state") == "Ongoing") & listed & (
-            F.col("coordinator_producer_id") == F.col("producer_id"))
-        timeout = F.least(F.coalesce(F.col("transaction_timeout_ms"), max_timeout), max_timeout)
-        young = (as_of - F.coalesce(F.col("start_timestamp_ms"), F.col("first_timestamp"))) <= timeout
-        kind = (
-            F.when(~has_log, by_age)
-            .when(F.col("transactional_id").isNull(), F.lit("unknown-to-coordinator"))
-            .when(ongoing_here & young, F.lit("in-flight"))
-            .when(session_had_marker, F.lit("late-write"))
-            .otherwise(F.lit("hanging"))
-        )
-        listed_names = F.transform(F.col("topic_partitions"), lambda tp: F.concat(tp["topic"], F.lit("-"), tp["partition"].cast("string")))
-        age_only, in_dump = ~has_log, F.col("coordinator_partitions")
-    else:
-        o = o.withColumn("transactional_id", F.lit(None).cast("string"))
-        for c, t in (("coordinator_state", "string"), ("transaction_timeout_ms", "int")):
-            o = o.withColumn(c, F.lit(None).cast(t))
-        kind = by_age
-        listed_names, age_only, in_dump = F.lit(None), F.lit(True), F.lit(None)
-
+    # the model's verdict and age (auditor.model.verdicts): stuck-lso reads the same row
+    o = ctx.transaction_verdicts
     return o.select(
         *REPLICA,
         "producer_id",
@@ -131,20 +110,22 @@ def run(ctx):
         F.col("last_data_offset").alias("last_offset"),
         "first_timestamp",
         F.col("last_data_timestamp").alias("last_timestamp"),
-        age.alias("duration_ms"),
-        kind.alias("kind"),
+        F.col("age_ms").alias("duration_ms"),
+        F.col("verdict").alias("kind"),
         evidence(
             EVIDENCE,
-            age_only=age_only,
-            coordinator_partitions_in_dump=in_dump,
+            age_only=F.col("age_only"),
+            coordinator_partitions_in_dump=F.col("coordinator_partitions_in_dump"),
             coordinator_state=F.col("coordinator_state"),
-            coordinator_topic_partitions=listed_names,
+            coordinator_topic_partitions=F.col("coordinator_topic_partitions"),
             transaction_timeout_ms=F.col("transaction_timeout_ms"),
             data_batches=F.col("data_batches"),
             previous_marker_offset=F.col("prev_marker_offset"),
             previous_marker_epoch=F.col("prev_marker_epoch"),
             coordinator_epoch=F.col("prev_coordinator_epoch"),
-            as_of_ms=as_of,
+            as_of_ms=F.col("as_of_ms"),
+            undetermined_reason=F.col("undetermined_reason"),
+            settled_by=F.col("settled_by"),
         ).alias("evidence"),
     )
 
@@ -156,6 +137,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-890", "KIP-664", "KAFKA-12671"),
-    views=("as_of", "coordinator_latest", "coordinator_partitions", "open_transactions", "producer_transactional_ids"),
+    views=("transaction_verdicts",),
     needs=("batches",),
 )

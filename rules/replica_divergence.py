@@ -13,17 +13,48 @@ missing kinds):
   first batch and its log end);
 * ``missing-batch`` — the same for a data batch.
 
-Only the live log of each replica is compared (no ``.deleted`` copies). On
-compacted topics each replica's cleaner works on its own schedule
-(``LogCleaner``): it removes whole batches and, after ``delete.retention.ms``,
-markers whose transaction has no data left, thins batches, and stamps delete
-horizons — so there replicas must agree only on what both still hold: producer
-id, epoch, base sequence, last offset (the cleaner keeps a v2 batch's base and
-last offset) and the control type at each base offset; missing batches or
-markers and CRC or record-count differences are not divergence. A partition
-counts as compacted when its ``cleanup.policy`` says so or any replica shows the
-cleaner's work (thinned batches, delete horizons, a ``cleaner-offset-checkpoint``
-entry). Brokers without a ``cluster.id`` are keyed by log dir and never compared.
+Only the live log of each replica is compared (no ``.deleted`` copies).
+
+On compacted topics each replica's log cleaner runs on its own schedule, so the
+replicas legitimately hold different cleaned copies of one log; the rule then
+reports only what Kafka's cleaner cannot produce. From Kafka's source
+(``core/src/main/scala/kafka/log/LogCleaner.scala``: ``Cleaner.cleanInto``,
+its ``checkBatchRetention`` with ``isBatchLastRecordOfProducer``,
+``shouldDiscardBatch``, ``CleanedTransactionMetadata.onControlBatchRead`` /
+``onBatchRead``; in newer trees ``storage/.../internals/log/LogCleaner.java``;
+and ``clients/src/main/java/org/apache/kafka/common/record/MemoryRecords.java``:
+``filterTo``, ``RecordFilter.BatchRetention``, ``buildRetainedRecordsInto``,
+with ``DefaultRecordBatch.writeEmptyHeader``), a cleaning pass
+
+* removes records (overwritten keys; tombstones, and the control record of a
+  marker whose transaction has no data left, once the batch's delete horizon
+  has passed) and whole batches (``DELETE``: aborted transactional data, markers
+  past their delete horizon; ``DELETE_EMPTY``: batches left without records);
+* keeps a batch left without records as an empty batch (``RETAIN_EMPTY``) when it
+  is the producer's last batch — its last data batch or, when the marker bumped
+  the epoch (transaction version 2, a coordinator abort), its COMMIT/ABORT marker —
+  or the last batch of the cleaning round: record count 0, so no control type,
+  but the control and transactional attributes kept;
+* keeps in every v2 batch it rewrites or empties the base offset, the last offset
+  (``overrideLastOffset``; the last offset delta of an empty one), the producer
+  id, epoch and base sequence, the control and transactional attributes and the
+  magic;
+* rewrites the CRC, the record count, the base timestamp (the delete horizon it
+  stamps on batches with tombstones or markers of emptied transactions) and the
+  compression of an emptied batch. A legacy (v0/v1) batch it rebuilds takes its
+  offsets from the records it keeps.
+
+So on a compacted partition only these are divergence (``batch-mismatch``):
+another producer id, epoch, base sequence or magic at the same base offset,
+another last offset for a v2 batch, a data batch where another replica holds a
+control batch, and a COMMIT where another replica holds an ABORT while both
+control batches still hold their control record. A marker emptied on one replica
+and whole on another, a thinned batch (other CRC and record count), a removed
+record, batch or marker are not; the missing kinds are not judged there. A
+partition counts as compacted when its ``cleanup.policy`` says so or any
+replica shows the cleaner's work (thinned or emptied batches, delete horizons, a
+``cleaner-offset-checkpoint`` entry). Brokers without a ``cluster.id`` are keyed
+by log dir and never compared.
 
 **Why it matters.** Consumers read from the leader, so what they get depends on
 which replica leads: after the next leader change they may read other records
@@ -89,6 +120,14 @@ def run(ctx):
 
     b = ctx.table("batches").where("source = 'segment'").withColumn("control_type", F.coalesce("control_type", F.lit("")))
     b = b.join(F.broadcast(reps), PARTITION)
+    # compacted: compare only what the cleaner keeps (see the docstring). An emptied control batch has no
+    # record, hence no control type: a control type counts only from a control batch still holding its
+    # record (a data batch against a control batch differs in is_control). A legacy batch the cleaner
+    # rebuilds takes its offsets from the records it keeps: its last offset is compared only in v2
+    strict = ~F.col("is_compacted")
+    b = b.withColumn("control_type", F.when(strict | (F.col("is_control") & (F.col("record_count") > 0)),
+                                            F.col("control_type")))
+    b = b.withColumn("last_offset", F.when(strict | (F.col("magic") >= 2), F.col("last_offset")))
     aggs = [F.sort_array(F.collect_set("broker_id")).alias("brokers"),
             F.first("ranges").alias("ranges"), F.first("is_compacted").alias("is_compacted"),
             F.min("crc").alias("min_crc"), F.max("crc").alias("max_crc"),

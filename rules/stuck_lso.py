@@ -4,10 +4,18 @@ none is open. The rule reports each replica whose LSO an open transaction holds
 behind the high watermark (``replication-offset-checkpoint``; the log end offset
 without one):
 
-* ``stuck`` — the pinning transaction is older than ``transaction.max.timeout.ms``:
-  the coordinator would have aborted a live transaction by then;
-* ``open`` — it is younger: ``hanging-transaction`` says whether it can still
-  complete.
+* ``stuck`` — the pinning transaction will not close by itself: the model's
+  verdict on it (:mod:`auditor.model.verdicts`) is hanging, late-write or
+  unknown-to-coordinator;
+* ``open`` — it is in flight (the coordinator has it Ongoing with this
+  partition, within its timeout);
+* ``undetermined`` — the input cannot tell (later segments or the coordinator's
+  record not given, and not provably too old): the message says what is missing.
+
+The kind, the transaction's age (``duration_ms``: reference instant minus its
+first batch) and its transactional id are those of the ``hanging-transaction``
+finding at the same offset: one verdict per transaction. How long the LSO has
+trailed the newest data is the separate evidence field ``lag_ms``.
 
 **Why it matters.** ``read_committed`` consumers never read past the LSO and the
 log cleaner never compacts past it, so one open transaction that nobody will
@@ -35,7 +43,10 @@ EVIDENCE = (
                                          "offset (the log end offset without a checkpoint)"),
     Evidence("log_end_offset", "bigint", "next offset after the last batch of the log"),
     Evidence("lag_offsets", "bigint", "offsets between the LSO and the high watermark"),
-    Evidence("lag_ms", "bigint", "time between the pinning transaction's first batch and the newest batch"),
+    Evidence("lag_ms", "bigint", "how long the LSO has trailed the newest data: the newest batch's timestamp minus the "
+                                 "pinning transaction's first batch's"),
+    Evidence("verdict", "string", "the model's verdict on the pinning transaction (hanging-transaction's kind)"),
+    Evidence("undetermined_reason", "string", "what the input lacks to classify it (undetermined only)"),
     Evidence("open_transactions", "bigint", "open transactions on the partition"),
     COMPACTED,
     Evidence("consumer_groups", "array<string>", "groups with committed offsets on the partition"),
@@ -45,17 +56,20 @@ EVIDENCE = (
 )
 
 _MESSAGE = ("LSO of {topic}-{partition} is pinned at {last_stable_offset} by producer {producer_id}, {lag_offsets} offsets "
-            "({lag_ms:duration}) behind the high watermark {high_watermark}: read_committed consumers stop at the LSO"
+            "({lag_ms:duration} of data) behind the high watermark {high_watermark}: read_committed consumers stop at the LSO"
             "[[; groups reading it: {consumer_groups:list}]]"
             "[[{compacted:if}; the log cleaner cannot compact past the LSO]]"
             "[[; pending transactional offset commits block offset fetches (KIP-447) of groups: "
             "{pending_offset_commit_groups:list}]]")
 KINDS = {
-    "open": Kind("info", _MESSAGE + " (the transaction is younger than transaction.max.timeout.ms)",
-                 advice="the pinning transaction is younger than transaction.max.timeout.ms: the hanging-transaction "
-                        "finding on the same offset says whether it can still complete (in-flight) or must be aborted"),
-    "stuck": Kind("error", _MESSAGE, ABORT, "abort the pinning transaction, then audit again (hanging-transaction "
-                                            "says why it hangs)"),
+    "open": Kind("info", _MESSAGE + " (the transaction is in flight: the coordinator has it Ongoing, within its timeout)",
+                 advice="no action while it is in flight: the hanging-transaction finding on the same offset follows it"),
+    "undetermined": Kind("warning", _MESSAGE + "; whether the transaction can still complete the input cannot tell: "
+                         "{undetermined_reason}",
+                         advice="not an all-clear: the hanging-transaction finding on the same offset says what would "
+                                "settle it; abort the transaction only once it proves hanging"),
+    "stuck": Kind("error", _MESSAGE + " (the pinning transaction is {verdict}: no marker will come)", ABORT,
+                  "abort the pinning transaction, then audit again (hanging-transaction says why it hangs)"),
 }
 
 
@@ -85,19 +99,24 @@ def run(ctx):
     pin = pin.join(p, on, "left").select(pin["*"], p["pending_group"]).groupBy(*pin.columns).agg(
         F.sort_array(F.collect_set("pending_group")).alias("pending_groups"))
 
+    # the pin's verdict and age are the model's (auditor.model.verdicts), as hanging-transaction reports them
+    v = ctx.transaction_verdicts.select(*REPLICA, "producer_id", "first_offset", "verdict", "age_ms",
+                                        "undetermined_reason", "transactional_id")
+    pin = pin.join(v, [*REPLICA, "producer_id", "first_offset"], "left")
     lag_ms = F.col("max_timestamp") - F.col("first_timestamp")
-    pin = ctx.with_as_of(pin)
-    old = (F.col("as_of_ms") - F.col("first_timestamp")) > F.lit(ctx.options.transaction_max_timeout_ms)
+    kind = (F.when(F.col("verdict") == "in-flight", F.lit("open")).when(F.col("verdict") == "undetermined", F.lit("undetermined"))
+            .otherwise(F.lit("stuck")))
     return pin.select(
         *REPLICA,
         "producer_id",
         F.col("data_epoch_max").alias("producer_epoch"),
+        "transactional_id",
         F.col("first_offset"),
         (F.col("hw") - 1).alias("last_offset"),
         "first_timestamp",
         F.col("max_timestamp").alias("last_timestamp"),
-        lag_ms.alias("duration_ms"),
-        F.when(old, F.lit("stuck")).otherwise(F.lit("open")).alias("kind"),
+        F.col("age_ms").alias("duration_ms"),
+        kind.alias("kind"),
         evidence(
             EVIDENCE,
             last_stable_offset=F.col("last_stable_offset"),
@@ -110,6 +129,8 @@ def run(ctx):
             consumer_groups=F.coalesce("groups", F.array()),
             pending_offset_commit_groups=F.coalesce("pending_groups", F.array()),
             coordinator_epoch=F.col("prev_coordinator_epoch"),
+            verdict=F.col("verdict"),
+            undetermined_reason=F.col("undetermined_reason"),
         ).alias("evidence"),
     )
 
@@ -121,6 +142,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-98", "KIP-447", "KIP-890"),
-    views=("as_of", "last_stable_offsets"),
+    views=("last_stable_offsets", "transaction_verdicts"),
     needs=("batches",),
 )

@@ -11,6 +11,18 @@ holding it). The rule reports:
 * ``unexplained`` — nothing was deleted (the log still starts at 0), yet the
   producer's earlier sequences are missing.
 
+Both need to know where the partition's log starts, which only the whole
+partition directory with its log dir's ``log-start-offset-checkpoint`` shows
+(:mod:`auditor.model.coverage`). When the input lacks it:
+
+* ``undetermined`` — every segment of the directory was given but not the
+  checkpoint (a partition directory alone, a copy of some segments): the
+  sequences are missing, but whether they were removed (retention,
+  DeleteRecords) or lost the input cannot tell;
+* ``earlier-segments-not-given`` — segments of the directory before the first
+  given one were left out: the producer's earlier batches may simply be there.
+  Info: the input shows nothing wrong.
+
 On compacted topics the cleaner removes a producer's earlier batches by design
 and keeps its last one (so the broker keeps its state): not reported there.
 
@@ -42,6 +54,10 @@ EVIDENCE = (
     Evidence("base_sequence", "int", "sequence of the producer's first retained batch"),
     Evidence("log_start_offset", "bigint", "the partition's log start offset"),
     Evidence("first_batch_offset", "bigint", "offset of the first batch the log holds"),
+    Evidence("log_start_known", "boolean", "the input shows where the log starts (every segment of the directory and "
+                                           "its log dir's log-start-offset-checkpoint given)"),
+    Evidence("earlier_segments_not_given", "int", "segments of the directory before the first given one, left out"),
+    Evidence("undetermined_reason", "string", "what the input lacks (undetermined only)"),
     COMPACTED,
 )
 
@@ -57,6 +73,15 @@ KINDS = {
                         "{base_sequence} are missing: unexplained loss",
                         advice="investigate truncation / unclean leader election before this offset; compare the "
                                "partition's replicas"),
+    "undetermined": Kind("warning", _WHERE + "its earlier sequences are not in the input, and whether the broker still "
+                         "had state for it the input cannot tell: {undetermined_reason}",
+                         advice="scan the whole log dir (it holds log-start-offset-checkpoint and, on KRaft, the "
+                                "metadata log with producer.id.expiration.ms): a log start above the first batch means "
+                                "removal, not loss"),
+    "earlier-segments-not-given": Kind("info", _WHERE + "{earlier_segments_not_given} earlier segment(s) of its directory "
+                                       "were not given, and may hold its earlier batches",
+                                       advice="scan the whole partition directory to tell whether the broker had state "
+                                              "for the producer"),
 }
 
 
@@ -65,23 +90,47 @@ def run(ctx):
 
     # __consumer_offsets batches are written by the group coordinator, which never checks sequences
     first = ctx.sequence_breaks.where("prev_data_epoch IS NULL AND base_sequence > 0 AND topic != '__consumer_offsets'")
-    first = first.join(ctx.partitions.select(*REPLICA, "log_start_offset", "first_batch_offset", "is_compacted"), REPLICA, "left")
+    part = ctx.partitions.select(*REPLICA, "log_start_offset", "first_batch_offset", "is_compacted", "log_start_known",
+                                 "earlier_segments_not_given")
+    first = first.join(part, REPLICA, "left")
     # the broker still has state for the producer if a snapshot remembers it, unexpired, with the
     # sequence this batch continues (auditor.producer_state): retention alone does not drop state
     first = first.join(F.broadcast(ctx.producer_id_expiration), ["cluster_id", "broker_id"], "left")
     expiration = F.coalesce(F.col("producer_id_expiration_ms"), F.lit(ctx.options.producer_id_expiration_ms))
-    first = snapshot_remembers(first, ctx.table("producer_snapshots"), expiration)
-    first = first.where(~F.col("remembered"))
+    snapshots = ctx.table("producer_snapshots")
+    first = snapshot_remembers(first, snapshots, expiration)
+    # whether a snapshot's entry had expired depends on producer.id.expiration.ms: where the input cannot
+    # show it, only an entry kept alive by its open transaction is remembered for sure
+    sure = snapshot_remembers(first.drop("remembered").select(*REPLICA, "producer_id", "base_offset", "producer_epoch",
+                                                               "base_sequence", "max_timestamp"), snapshots, -(2**62))
+    first = first.join(sure.select(*REPLICA, "producer_id", "base_offset", F.col("remembered").alias("_sure")),
+                       [*REPLICA, "producer_id", "base_offset"], "left")
+    expiration_known = F.coalesce(F.col("producer_id_expiration_known"), F.lit(True))
+    first = first.where(~F.col("remembered") | (~expiration_known & ~F.col("_sure")))
+    remembered_if = F.col("remembered") & ~expiration_known  # remembered under the assumed default only
+    known = F.coalesce(F.col("log_start_known"), F.lit(False))
     # on a compacted topic the cleaner removes a producer's earlier batches by design (it keeps the
-    # last one, so the broker's state for the producer survives): nothing to report there
-    first = first.where(~((F.col("log_start_offset") <= 0) & F.coalesce(F.col("is_compacted"), F.lit(False))))
+    # last one, so the broker's state for the producer survives): nothing to report there unless the
+    # log provably starts above 0
+    compacted = F.coalesce(F.col("is_compacted"), F.lit(False))
+    first = first.where(~(compacted & ~(known & (F.col("log_start_offset") > 0))))
+    kind = (F.when(F.col("earlier_segments_not_given") > 0, F.lit("earlier-segments-not-given"))
+            .when(~known | remembered_if, F.lit("undetermined"))
+            .when(F.col("log_start_offset") > 0, F.lit("retention")).otherwise(F.lit("unexplained")))
     return first.select(
         *REPLICA, "producer_id", "producer_epoch",
         F.col("base_offset").alias("first_offset"), F.col("last_offset"),
         F.col("max_timestamp").alias("first_timestamp"),
-        F.when(F.col("log_start_offset") > 0, F.lit("retention")).otherwise(F.lit("unexplained")).alias("kind"),
+        kind.alias("kind"),
         evidence(EVIDENCE, base_sequence=F.col("base_sequence"), log_start_offset=F.col("log_start_offset"),
-                 first_batch_offset=F.col("first_batch_offset"), compacted=F.col("is_compacted")).alias("evidence"),
+                 first_batch_offset=F.col("first_batch_offset"), compacted=F.col("is_compacted"),
+                 log_start_known=known,
+                 earlier_segments_not_given=F.col("earlier_segments_not_given"),
+                 undetermined_reason=F.when(kind != "undetermined", F.lit(None).cast("string")).when(
+                     remembered_if, F.lit("a producer snapshot remembers it unless its entry had expired, and the "
+                                          "cluster's metadata log (producer.id.expiration.ms) was not given"))
+                 .otherwise(F.lit("no log-start-offset-checkpoint of its log dir was given, so where the log starts "
+                                  "(removed by retention or DeleteRecords, or lost) is not known"))).alias("evidence"),
     )
 
 

@@ -27,7 +27,10 @@ def tables_md() -> str:
 
 def rule_examples() -> dict[str, dict]:
     """Rule id -> {case, description, finding}: the first finding of the rule's example case."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    # after the project: tests/rules (the rule cases) must not shadow the rules package
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    sys.path.append(str(ROOT / "tests"))
     from rule_cases import load_cases
 
     out = {}

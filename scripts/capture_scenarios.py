@@ -1477,6 +1477,142 @@ def sc_compacted_transactions(ctx: Ctx) -> dict:
     }
 
 
+CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}  # ControlRecordType: key = version (int16) + type (int16)
+
+
+def batch_at(part_dir: Path, base_offset: int) -> dict | None:
+    """The v2 batch at ``base_offset`` in a partition's live segments (``*.log``), from its header
+    (attributes: 0x10 transactional, 0x20 control, 0x40 delete horizon; record count) and, for a
+    control batch, its control record's type; None when no live segment holds a batch there."""
+    from kafka.record.default_records import DefaultRecordBatch
+
+    for seg in sorted(part_dir.glob("*.log")):
+        try:
+            buf = seg.read_bytes()
+        except FileNotFoundError:  # replaced by the cleaner meanwhile (renamed *.deleted): look again later
+            return None
+        for pos, size, base in _batches(buf):
+            if base != base_offset:
+                continue
+            attrs = struct.unpack_from(">h", buf, pos + 21)[0]
+            control = bool(attrs & 0x20)
+            out = {"segment": seg.name, "last_offset_delta": struct.unpack_from(">i", buf, pos + 23)[0],
+                   "producer_id": struct.unpack_from(">q", buf, pos + 43)[0],
+                   "producer_epoch": struct.unpack_from(">h", buf, pos + 51)[0],
+                   "base_sequence": struct.unpack_from(">i", buf, pos + 53)[0],
+                   "record_count": struct.unpack_from(">i", buf, pos + 57)[0],
+                   "is_transactional": bool(attrs & 0x10), "is_control": control,
+                   "has_delete_horizon": bool(attrs & 0x40), "control_type": None}
+            if control:
+                for r in DefaultRecordBatch(bytes(buf[pos: pos + size])):
+                    out["control_type"] = CONTROL_TYPES.get(struct.unpack(">hh", r.key)[1], "OTHER")
+                    break
+            return out
+    return None
+
+
+def emptied_marker(b: dict | None) -> bool:
+    """A control batch the cleaner emptied and kept (BatchRetention.RETAIN_EMPTY): no record left."""
+    return bool(b) and b["is_control"] and b["record_count"] == 0 and b["control_type"] is None
+
+
+def full_abort(b: dict | None) -> bool:
+    return bool(b) and b["is_control"] and b["record_count"] == 1 and b["control_type"] == "ABORT"
+
+
+LAG_TOPIC_CONFIG = {**compacted_topic_config(), "file.delete.delay.ms": "1000"}
+
+
+@scenario("compacted-cleaner-lag", NEWEST, brokers=3, overrides={**CLUSTER_OVERRIDES, **CLEANER_OVERRIDES},
+          node_overrides={3: {"log.cleaner.enable": "false"}})
+def sc_compacted_cleaner_lag(ctx: Ctx) -> dict:
+    """Three KRaft nodes, `kvlag` (1 partition, replication factor 3, min.insync.replicas 2) with
+    cleanup.policy=compact; node 3 runs with log.cleaner.enable=false from the start, so its replica is
+    never cleaned while nodes 1 and 2 clean theirs. Kafka's Java producer (TV2: every commit/abort bumps
+    the epoch, markers carry data epoch + 1) commits three keyed transactions and aborts a fourth, its
+    last: the ABORT marker, with the bumped epoch, is the producer's last batch on the partition. An
+    idempotent producer then keeps overwriting the same keys, a few records every 2.2 s (segment.ms 2 s
+    rolls a segment each time), so that the cleaners of nodes 1 and 2 make pass after pass: they remove
+    the aborted data, then stamp a delete horizon on the marker of the now empty transaction, and after
+    delete.retention.ms (1.5 s) remove its control record but keep the batch, emptied (record count 0),
+    because it is the producer's last (LogCleaner: isBatchLastRecordOfProducer, BatchRetention.RETAIN_EMPTY).
+    Node 3 still holds the aborted data and the ABORT marker with its record. Clean shutdown; nothing is
+    left open."""
+    topic, part = "kvlag", 0
+    k = tp(topic, part)
+    ctx.create_topic(topic, 1, 1024, **{"min.insync.replicas": "2"}, **LAG_TOPIC_CONFIG)
+    placement = ctx.partitions(topic)
+    j = ctx.java("txn-java", **{"transactional.id": "kvlag-txn-java"})
+    idem = ctx.ck("idem", **{"enable.idempotence": True})
+    st = j.call("init")
+    if not st["tv2"]:
+        raise RuntimeError("Java client did not enable transaction version 2")
+    ctx.rec.producer("txn-java", client="kafka-clients (Java)", kind="transactional", transactional_id="kvlag-txn-java",
+                     tv2=True)
+    ctx.rec.producer("idem", client="confluent-kafka", kind="idempotent")
+    for r, outcome in enumerate(("COMMIT", "COMMIT", "COMMIT", "ABORT")):
+        last = ctx.java_txn(j, [(topic, part, f"k{i}", f"t{r}.{i}") for i in range(3)], outcome)
+    marker = last.marker_offsets[k]
+    if last.marker_epoch != last.producer_epoch + 1:
+        raise RuntimeError(f"TV2 abort: marker epoch {last.marker_epoch}, data epoch {last.producer_epoch}")
+
+    def at_marker() -> dict[str, dict | None]:
+        return {f"broker-{n}": batch_at(d / k, marker) for n, d in ctx.log_dirs().items()}
+
+    # the cleaner cleans only below the active segment and again only when the log is dirty: each nudge
+    # writes into a new segment (the previous one is older than segment.ms) and rolls the last one
+    t0 = time.monotonic()
+    nudges = 0
+    while True:
+        seen = at_marker()
+        if emptied_marker(seen["broker-1"]) and emptied_marker(seen["broker-2"]):
+            break
+        if nudges >= 30:
+            raise RuntimeError(f"marker at {k}:{marker} not emptied on nodes 1 and 2 after {nudges} nudges: {seen}")
+        ctx.idem_write(idem, _ck_kv([(topic, part, f"k{(nudges + i) % 3}", f"n{nudges}.{i}") for i in range(2)]))
+        nudges += 1
+        time.sleep(2.2)
+    emptied_s = time.monotonic() - t0
+    if not full_abort(seen["broker-3"]):
+        raise RuntimeError(f"node 3 does not hold the ABORT marker at {k}:{marker} with its record: {seen['broker-3']}")
+    isr = ctx.wait_isr_full([topic] + _cluster_internal_topics(ctx))
+    ctx.record_end_offsets([(topic, part)])
+    ctx.ending_text = "clean shutdown (SIGTERM) of all 3 nodes at once, every replica in the ISR"
+
+    def verify() -> dict:
+        final = at_marker()
+        ck = {b: read_offset_checkpoint(d / "cleaner-offset-checkpoint").get(k) for b, d in
+              ((f"broker-{n}", d) for n, d in ctx.log_dirs().items())}
+        emptied = [b for b, x in final.items() if emptied_marker(x)]
+        full = [b for b, x in final.items() if full_abort(x)]
+        if sorted(emptied) != ["broker-1", "broker-2"] or full != ["broker-3"]:
+            raise RuntimeError(f"{k}:{marker}: expected an emptied control batch on nodes 1 and 2 and the full ABORT "
+                               f"marker on node 3: {final}")
+        for b, x in final.items():
+            if (x["producer_id"], x["producer_epoch"]) != (last.producer_id, last.marker_epoch):
+                raise RuntimeError(f"{b} {k}:{marker}: not the marker of {last.producer_id}/{last.marker_epoch}: {x}")
+        if ck["broker-3"] is not None or not (ck["broker-1"] and ck["broker-2"]):
+            raise RuntimeError(f"cleaner-offset-checkpoint entries for {k}: {ck} (node 3 must have none)")
+        return {"marker_offset": marker, "batch_at_marker": final, "cleaner_checkpoints": ck,
+                "compaction_at_capture": compaction_state(ctx, topic, [part]),
+                "verified": f"on the stopped log dirs, before copying, with the script's batch-header parser: at "
+                            f"{k} offset {marker} nodes 1 and 2 hold a control batch with 0 records (emptied: no "
+                            "control record, so no control type) of the Java producer's last epoch, node 3 the "
+                            "ABORT marker with its control record; nodes 1 and 2 have a cleaner-offset-checkpoint "
+                            "entry for the partition, node 3 none"}
+
+    ctx.after_stop.append(verify)
+    return {
+        "description": sc_compacted_cleaner_lag.__doc__,
+        "steps": {"topic_config": LAG_TOPIC_CONFIG, "delete_retention_ms": DELETE_RETENTION_MS,
+                  "placement_at_create": {k: placement[part]},
+                  "node3_cleaner": {"log.cleaner.enable": "false"}, "last_abort_marker_offset": marker,
+                  "nudges": nudges, "emptied_after_s": round(emptied_s, 1),
+                  "batch_at_marker_before_shutdown": seen, "isr_before_shutdown": isr},
+        "expect": {"anomalies": []},
+    }
+
+
 @scenario("leader-killed", NEWEST, brokers=3, overrides=dict(CLUSTER_OVERRIDES))
 def sc_leader_killed(ctx: Ctx) -> dict:
     """Three KRaft nodes, `payments` (2 partitions, replication factor 3, min.insync.replicas 2). A

@@ -32,6 +32,7 @@ class TableSet:
         self.broker_id = broker_id
         self.cluster = cluster
         self.rows: dict[str, list[dict]] = {name: [] for name in (*TABLES, "files")}
+        self.not_given_rows: list[dict] = []
 
     def _ctx(self, topic: str | None, partition: int | None, broker_id: int | None = None) -> dict:
         b = self.broker_id if broker_id is None else broker_id
@@ -175,6 +176,19 @@ class TableSet:
             "size": 0, "status": "empty", "problem_count": 0})
         return self
 
+    def not_given(self, topic: str, partition: int, *, before: int = 0, after: int = 0, between: int = 0,
+                  next_not_given_offset: int | None = None, broker_id: int | None = None) -> "TableSet":
+        """The partition was given segment by segment: its directory had ``before`` / ``after`` /
+        ``between`` live segments that were not (the ingest manifest's ``not_given``,
+        :mod:`auditor.ingest.coverage`)."""
+        ctx = self._ctx(topic, partition, broker_id)
+        self.not_given_rows.append({
+            "cluster_id": ctx["cluster_id"], "log_dir": ctx["log_dir"], "topic": topic, "partition": partition,
+            "dir": f"{ctx['log_dir']}/{topic}-{partition}", "segments_in_dir": None, "segments_given": None,
+            "before": before, "after": after, "between": between, "first_given_offset": None,
+            "next_not_given_offset": next_not_given_offset})
+        return self
+
     def add(self, table: str, topic: str | None = None, partition: int | None = None, **cols) -> "TableSet":
         """Any other table: context + the given columns."""
         self.rows[table].append({**self._table_ctx(table, topic, partition, cols.pop("broker_id", None)), **cols})
@@ -200,5 +214,5 @@ class TableSet:
         d.mkdir(exist_ok=True)
         files = [{f.name: r.get(f.name) for f in FILES_SCHEMA} for r in self.rows["files"]]
         pq.write_table(pa.Table.from_pylist(files, schema=FILES_SCHEMA), d / "part-00000.parquet")
-        (self.root / "_ingest.json").write_text(json.dumps({"tables": counts}))
+        (self.root / "_ingest.json").write_text(json.dumps({"tables": counts, "not_given": self.not_given_rows}))
         return self.root

@@ -184,8 +184,10 @@ def test_report_jsonl_and_filters(scanned):
         return r.exit_code, [(f["rule"], f["topic"], f["partition"]) for f in map(json.loads, r.stdout.splitlines())]
 
     assert rows("--topic", "trans*") == (1, [("hanging-transaction", "transfers", 0), ("stuck-lso", "transfers", 0)])
-    assert rows("--transactional-id", "^pay", "--fail-on", "critical") == (0, [("hanging-transaction", "payments", 0),
-                                                                              ("hanging-transaction", "payments", 1)])
+    # stuck-lso carries the pinning transaction's transactional id (the model's verdict row: one per transaction)
+    assert rows("--transactional-id", "^pay", "--fail-on", "critical") == (0, [
+        ("hanging-transaction", "payments", 0), ("hanging-transaction", "payments", 1),
+        ("stuck-lso", "payments", 0), ("stuck-lso", "payments", 1)])
     assert rows("--partition", "1", "--producer-id", "0") == (0, [("hanging-transaction", "payments", 1), ("stuck-lso", "payments", 1)])
     assert rows("--severity", "critical") == (1, [("hanging-transaction", "transfers", 0)])
     late = next(f for f in all_ if f["severity"] == "critical")

@@ -7,6 +7,7 @@ status as ``txn-audit report`` (auditor/cli/report_cmd.py).
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 import click
@@ -19,6 +20,38 @@ from auditor.cli.progress import StageProgress
 from auditor.cli.report_cmd import InputError, emit_report, exit_with, make_filters, report_options
 from auditor.engine.rule import discover
 from auditor.report import from_audit
+
+
+AS_OF_FORMATS = "epoch ms, 'now' or ISO-8601 (2026-11-25T18:00:00Z)"
+
+
+def parse_as_of(text: str, now_ms: int | None = None) -> int:
+    """``--as-of`` as epoch ms: epoch milliseconds, ``now`` (the wall clock, or ``now_ms``)
+    or ISO-8601 (``2026-11-25T18:00:00Z``, ``2026-11-25T18:00:00+01:00``; a date alone is
+    midnight UTC, a time without an offset is UTC). ``ValueError`` for anything else."""
+    from auditor.report.model import parse_time
+
+    s = str(text).strip()
+    if s.lower() == "now":
+        return time.time_ns() // 1_000_000 if now_ms is None else int(now_ms)
+    try:
+        return parse_time(s)
+    except ValueError:
+        raise ValueError(f"expected {AS_OF_FORMATS}, got {text!r}") from None
+
+
+class AsOf(click.ParamType):
+    """``--as-of``: see :func:`parse_as_of`."""
+
+    name = "MS|now|ISO-8601"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        try:
+            return parse_as_of(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def _options(as_of, max_timeout_ms):
@@ -82,7 +115,10 @@ _common = [
     click.option("--master", default=None, help="Spark master URL (default: embedded local[*])."),
     click.option("--conf", "confs", multiple=True, help="Spark setting key=value (repeatable)."),
     click.option("--rule", "rules", multiple=True, help="Only these rule ids (repeatable)."),
-    click.option("--as-of", type=int, default=None, help="Reference time in epoch ms for ages (default: newest timestamp in the dump)."),
+    click.option("--as-of", type=AsOf(), default=None,
+                 help="Reference time for ages: epoch ms, 'now' (the wall clock) or ISO-8601, e.g. 2026-11-25T18:00:00Z, "
+                      "2026-11-25T18:00:00+01:00, 2026-11-25 (midnight UTC; no offset means UTC). "
+                      "Default: the newest timestamp in each cluster's dump."),
     click.option("--max-timeout-ms", type=int, default=900_000, show_default=True, help="The cluster's transaction.max.timeout.ms."),
     click.option("--quiet", "-q", is_flag=True, help="No progress bars or per-file messages on stderr."),
 ]

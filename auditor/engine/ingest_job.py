@@ -25,6 +25,7 @@ import pyarrow as pa
 from auditor.errors import OutputError
 from auditor.ingest import envelope
 from auditor.ingest.context import TASK_SCHEMA
+from auditor.ingest.coverage import not_given
 from auditor.ingest.inventory import FILES_SCHEMA, build_inventory
 from auditor.ingest.plan import DEFAULT_SPLIT_BYTES, Plan, make_plan
 from auditor.ingest.storage import normalize
@@ -207,6 +208,9 @@ def ingest(
             "tables": table_rows,
             "bad_files": sum(1 for f in inventory if f["status"] not in ("ok", "empty", "skipped")),
             "brokers": {k: v for k, v in plan.brokers.items() if v},
+            # partitions given file by file, and the segments of their directories left out
+            # (auditor.ingest.coverage; read by auditor.model.coverage)
+            "not_given": not_given(plan.files),
             "written_at_ms": int(time.time() * 1000),
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))

@@ -25,13 +25,13 @@ from typing import Any
 from auditor.engine.views import REPLICA
 from auditor.producer_state.spark import pins_by_bucket
 
-REPORT_DATA_VERSION = 1
+REPORT_DATA_VERSION = 2  # 2: each plotted partition carries the model's LSO (last_stable_offsets)
 LSO_BUCKETS = 240  # points per LSO-lag series
 MAX_PLOT_PARTITIONS = 40  # partitions with findings that get plots (most severe first)
 MAX_SESSION_TRANSACTIONS = 400  # per partition: every open transaction plus the newest others
 
 
-VIEWS_READ = ("as_of", "partitions", "producer_transactional_ids", "transactions")  # see AuditContext
+VIEWS_READ = ("as_of", "last_stable_offsets", "producer_transactional_ids", "transactions")  # see AuditContext
 
 
 def sort_key(v: Any) -> tuple:
@@ -328,8 +328,10 @@ def plot_queries(ctx, stats: list[dict], keys: "list[tuple] | None" = None) -> d
                     F.col("last_data_timestamp").alias("last_timestamp"), "marker_offset", "marker_type",
                     "marker_timestamp", "coordinator_epoch", "data_batches"))
 
-    hw_rows = _join_replica(ctx.partitions, rng.select(*REPLICA)).select(
-        *REPLICA, "high_watermark", "log_end_offset", "log_start_offset")
+    # the partition's current offsets and LSO: the producer-state model's (never recomputed here)
+    hw_rows = _join_replica(ctx.last_stable_offsets, rng.select(*REPLICA)).select(
+        *REPLICA, F.col("high_watermark").alias("checkpoint_high_watermark"), "log_end_offset", "log_start_offset",
+        "hw", "first_unstable_offset", "last_stable_offset", "open_transactions")
     return {"ends": ends, "pins": pins, "sessions": sess, "hw": hw_rows}
 
 
@@ -379,6 +381,8 @@ def build_plots(ctx, findings: list[dict], stats: list[dict], got: "dict[str, li
         series = []
         end = 0
         last_bucket = min(n - 1, (t1 - t0) // width)
+        # the series is the LSO over time (a time bucket's earliest open transaction vs its log end,
+        # the model's pins_by_bucket); the partition's LSO now is the model's, below
         for bkt in range(last_bucket + 1):
             end = max(end, ends_by.get(k, {}).get(bkt, 0))
             t = min(t0 + (bkt + 1) * width - 1, t1)
@@ -391,13 +395,18 @@ def build_plots(ctx, findings: list[dict], stats: list[dict], got: "dict[str, li
                 "open": nopen,
             })
         sessions = sorted(sess_by.get(k, []), key=lambda s: (s["first_offset"] if s["first_offset"] is not None else s["marker_offset"] or 0))
-        p = hw_by.get(k)
+        p = hw_by.get(k) or {}
         out.append({
             **dict(zip(REPLICA, k)),
             "t0": t0, "t1": t1, "bucket_ms": width,
-            "high_watermark": p["high_watermark"] if p else None,
-            "log_end_offset": p["log_end_offset"] if p else None,
-            "log_start_offset": p["log_start_offset"] if p else None,
+            # ctx.last_stable_offsets (auditor.producer_state.spark.last_stable_offsets)
+            "high_watermark": p.get("hw"),
+            "checkpoint_high_watermark": p.get("checkpoint_high_watermark"),
+            "log_end_offset": p.get("log_end_offset"),
+            "log_start_offset": p.get("log_start_offset"),
+            "first_unstable_offset": p.get("first_unstable_offset"),
+            "last_stable_offset": p.get("last_stable_offset"),
+            "open_transactions": p.get("open_transactions"),
             "lso_lag": series,
             "transactions_total": totals.get(k, 0),
             "sessions": sessions,

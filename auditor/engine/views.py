@@ -250,12 +250,17 @@ class AuditContext:
         return self._loaded[name]
 
     @cached_property
-    def table_rows(self) -> dict[str, int]:
-        """Row counts from the ingest manifest (no Spark job); {} if there is none."""
+    def manifest(self) -> dict:
+        """The ingest manifest (``_ingest.json``); {} if there is none (hand-made or Delta tables)."""
         import json
 
         m = self.tables_dir / "_ingest.json"
-        return json.loads(m.read_text()).get("tables", {}) if m.exists() else {}
+        return json.loads(m.read_text()) if m.exists() else {}
+
+    @cached_property
+    def table_rows(self) -> dict[str, int]:
+        """Row counts from the ingest manifest (no Spark job); {} if there is none."""
+        return self.manifest.get("tables", {})
 
     def has_rows(self, name: str) -> bool:
         if name in self.table_rows:
@@ -347,6 +352,22 @@ class AuditContext:
     def open_transactions(self):
         return self.transactions.where("state = 'open'")
 
+    @view(uses=("open_transactions", "partitions", "as_of", "coordinator_latest", "coordinator_partitions",
+                "coordinator_coverage", "producer_transactional_ids"))
+    def transaction_verdicts(self):
+        """Every open transaction with its one age and classification
+        (:func:`auditor.model.verdicts.open_transaction_verdicts`), persisted: the
+        rules, the plots and the report read it."""
+        from auditor.model import verdicts
+
+        coord = None
+        if self.has_coordinator_log:
+            coord = {"ids": self.producer_transactional_ids, "latest": self.coordinator_latest,
+                     "coverage": self.coordinator_coverage, "in_input": self.coordinator_partitions}
+        return self.persist(verdicts.open_transaction_verdicts(
+            self.open_transactions, self.partitions, self.as_of,
+            max_timeout_ms=self.options.transaction_max_timeout_ms, coordinator=coord))
+
     @view(uses=("transactions", "partitions"))
     def last_stable_offsets(self):
         """Per replica: high watermark, first unstable offset, last stable offset and
@@ -404,10 +425,50 @@ class AuditContext:
         ).union(tl.where("next_producer_id >= 0").select("cluster_id", F.col("next_producer_id").alias("producer_id"), "transactional_id"))
         return ids.where("producer_id >= 0").distinct()
 
+    # -- what the input holds (auditor.model.coverage) ------------------------
+    @cached_property
+    def coverage(self):
+        """:class:`auditor.model.coverage.Coverage`: segments left out, checkpoints and
+        ``__transaction_state`` partitions given (driver-side, small)."""
+        from auditor.forensics.coordinator import partition_counts
+        from auditor.model import coverage
+
+        files = self.small_rows("files", ("cluster_id", "broker_id", "log_dir", "topic", "partition", "kind", "status"))
+        return coverage.build(files, self.manifest.get("not_given") or [], lambda: partition_counts(self.tables_dir, None),
+                              self.manifest.get("brokers"))
+
+    def _small_df(self, rows, schema: str):
+        return self.spark.createDataFrame(rows, schema)
+
+    @view()
+    def replica_coverage(self):
+        """Partitions given file by file, with the segments of their directories left out."""
+        from auditor.model.coverage import REPLICA_COVERAGE_SCHEMA
+
+        return self._small_df(self.coverage.replicas, REPLICA_COVERAGE_SCHEMA)
+
+    @view()
+    def log_dir_coverage(self):
+        """Per log dir: its log-start-offset-checkpoint given, its producer.id.expiration.ms known."""
+        from auditor.model.coverage import LOG_DIR_SCHEMA
+
+        return self._small_df(self.coverage.log_dirs, LOG_DIR_SCHEMA)
+
+    @view()
+    def coordinator_coverage(self):
+        """Per cluster: ``__transaction_state`` partitions given, expected, and whether all were."""
+        from auditor.model.coverage import COORDINATOR_COVERAGE_SCHEMA
+
+        return self._small_df(self.coverage.coordinator, COORDINATOR_COVERAGE_SCHEMA)
+
     # -- partitions ----------------------------------------------------------
-    @view(uses=("compacted_topics",))
+    @view(uses=("compacted_topics", "replica_coverage", "log_dir_coverage"))
     def partitions(self):
-        """Per replica: log start/end, high watermark, newest timestamp, compaction."""
+        """Per replica: log start/end, high watermark, newest timestamp, compaction, and
+        what the input shows of them (:mod:`auditor.model.coverage`): ``log_start_known``
+        (every segment of the directory and the log dir's log-start-offset-checkpoint
+        given), ``log_end_known`` (no later segment left out, the high watermark not
+        beyond the last given batch), the segments left out."""
         from pyspark.sql import functions as F
 
         b = self.table("batches").where("source = 'segment'")
@@ -444,11 +505,29 @@ class AuditContext:
             "is_compacted",
             F.coalesce(F.col("config_compact"), F.lit(False)) | F.col("topic").isin(*INTERNAL_COMPACTED) | F.col("cleaned_by_cleaner"),
         )
+        cov = self.replica_coverage.drop("broker_id")
+        p = p.join(F.broadcast(cov), ["cluster_id", "log_dir", "topic", "partition"], "left")
+        dirs = self.log_dir_coverage.drop("broker_id", "producer_id_expiration_known")
+        p = p.join(F.broadcast(dirs), ["cluster_id", "log_dir"], "left")
+        zero = F.lit(0)
+        p = p.withColumns({
+            "given_as": F.coalesce("given_as", F.lit("directory")),
+            "earlier_segments_not_given": F.coalesce("earlier_segments_not_given", zero),
+            "later_segments_not_given": F.coalesce("later_segments_not_given", zero),
+            "segments_not_given_between": F.coalesce("segments_not_given_between", zero),
+            # a log dir the inventory does not list (hand-made tables) is taken as given whole
+            "log_start_checkpoint_given": F.coalesce("log_start_checkpoint_given", F.lit(True)),
+        })
+        p = p.withColumns({
+            "log_start_known": (F.col("earlier_segments_not_given") == 0) & F.col("log_start_checkpoint_given"),
+            "log_end_known": (F.col("later_segments_not_given") == 0)
+            & F.coalesce(F.col("high_watermark") <= F.col("log_end_offset"), F.lit(True)),
+        })
         return self.persist(p)
 
-    @view()
+    @view(uses=("log_dir_coverage",))
     def producer_id_expiration(self):
-        """(cluster_id, broker_id, producer_id_expiration_ms): the broker's
+        """(cluster_id, broker_id, producer_id_expiration_ms, producer_id_expiration_known): the broker's
         ``producer.id.expiration.ms`` as a dynamic config in the metadata log (its own
         record, else the cluster-wide default), for every broker of the dump; the
         ``AuditOptions.producer_id_expiration_ms`` (Kafka's default, 1 day) otherwise."""
@@ -456,6 +535,12 @@ class AuditContext:
         from pyspark.sql import functions as F
 
         brokers = self.table("batches").select("cluster_id", "broker_id").distinct()
+        # whether the input can show the setting (auditor.model.coverage): a KRaft broker's partitions given
+        # without the cluster's metadata log cannot
+        known = self.log_dir_coverage.groupBy("cluster_id", "broker_id").agg(
+            F.min(F.col("producer_id_expiration_known").cast("int")).alias("_known"))
+        brokers = brokers.join(F.broadcast(known), ["cluster_id", "broker_id"], "left").select(
+            "cluster_id", "broker_id", F.coalesce(F.col("_known") == 1, F.lit(True)).alias("producer_id_expiration_known"))
         default = F.lit(self.options.producer_id_expiration_ms).cast("long")
         if not self.has_rows("metadata_records"):
             return brokers.withColumn("producer_id_expiration_ms", default)
@@ -467,7 +552,8 @@ class AuditContext:
         own = c.where("_name != ''").select("cluster_id", F.col("_name").cast("int").alias("broker_id"), F.col("_v").alias("_own"))
         cluster = c.where("_name = ''").select("cluster_id", F.col("_v").alias("_cluster"))
         return (brokers.join(own, ["cluster_id", "broker_id"], "left").join(cluster, "cluster_id", "left")
-                .select("cluster_id", "broker_id", F.coalesce("_own", "_cluster", default).alias("producer_id_expiration_ms")))
+                .select("cluster_id", "broker_id", "producer_id_expiration_known",
+                        F.coalesce("_own", "_cluster", default).alias("producer_id_expiration_ms")))
 
     @view()
     def compacted_topics(self):

@@ -3,10 +3,11 @@
 The state is the producer-state model's reference execution
 (:class:`auditor.producer_state.reference.ProducerStateManager`): each batch is
 applied as the broker applies it, and the last stable offset (LSO) at every
-point is the first offset of the earliest open transaction, else the log end
-(``firstUnstableOffset``; only the final ``end`` event caps it by the
-checkpointed high watermark, as the dump holds no history of the HW). That is
-what a forensic timeline needs to show *when* a partition got stuck and by whom.
+point is the model's (``ProducerStateManager.last_stable_offset``), asked with
+the log end as the high watermark -- the dump holds no history of the HW --
+except at the final ``end`` event, which asks with the checkpointed high
+watermark. The replay computes no LSO of its own. That is what a forensic
+timeline needs to show *when* a partition got stuck and by whom.
 
 Pure Python on purpose: Spark selects and sorts the (bounded) rows of the live
 log, this module consumes them as a stream, so its memory is the number of
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Mapping
 
-from auditor.producer_state.reference import ProducerStateEntry, ProducerStateManager, is_marker
+from auditor.producer_state.reference import ProducerStateEntry, ProducerStateManager, effective_high_watermark, is_marker
 
 COMMON_KEYS = ("event", "source", "time_ms", "time", "offset", "last_offset", "producer_id", "producer_epoch",
                "transactional_id", "lso", "log_end", "detail")
@@ -56,6 +57,7 @@ class ReplayOptions:
     to_is_offset: bool = False  # --to as an offset: coordinator records after the last batch are hidden
     end_offset: int | None = None  # log end at the end of the view (replica log end, or --to + 1)
     high_watermark: int | None = None  # replication-offset-checkpoint, when the view reaches the log end
+    log_start_offset: int | None = None  # the replica's log start, when known (the model never puts the LSO below it)
 
 
 class _Peek:
@@ -120,10 +122,18 @@ class Replay:
         first, pid = p
         return first, pid, self._txn_epoch.get(pid, self.state.producers[pid].producer_epoch)
 
+    def _last_stable_offset(self, high_watermark: int | None) -> int | None:
+        """The model's LSO (``ProducerStateManager.last_stable_offset``) at ``high_watermark``.
+        Before the view's first batch there is no log end to stand for the high watermark:
+        then it is the model's first unstable offset the view starts with (None: nothing open)."""
+        if high_watermark is None:
+            return self.state.first_unstable_offset()
+        return self.state.last_stable_offset(high_watermark, self.opts.log_start_offset or 0)
+
     @property
     def lso(self) -> int | None:
-        p = self._pinned()
-        return p[0] if p else self.log_end
+        """The LSO now: the model's, with the log end so far as the high watermark."""
+        return self._last_stable_offset(self.log_end)
 
     def _event(self, event: str, source: str, time_ms: int | None, *, offset: int | None = None,
                last_offset: int | None = None, producer_id: int | None = None, producer_epoch: int | None = None,
@@ -205,18 +215,19 @@ class Replay:
         after = self._pinned()
         if after == before:
             return
+        lso = self.lso
         if after is None:
-            yield self._event("lso", "replay", time_ms, offset=self.log_end, pinned=False,
-                              detail=f"LSO moved to {self.log_end}: no open transaction, it follows the log end")
+            yield self._event("lso", "replay", time_ms, offset=lso, pinned=False,
+                              detail=f"LSO moved to {lso}: no open transaction, it follows the log end")
             return
-        first, pid, epoch = after
+        _, pid, epoch = after
         tid = self._tid(pid)
         who = f"producer {pid}/{epoch}" + (f" ({tid})" if tid else "")
         if before is None:
-            text = f"LSO held at {first} by the open transaction of {who}"
+            text = f"LSO held at {lso} by the open transaction of {who}"
         else:
-            text = f"LSO moved to {first}: the earliest open transaction is now {who}'s"
-        yield self._event("lso", "replay", time_ms, offset=first, producer_id=pid, producer_epoch=epoch,
+            text = f"LSO moved to {lso}: the earliest open transaction is now {who}'s"
+        yield self._event("lso", "replay", time_ms, offset=lso, producer_id=pid, producer_epoch=epoch,
                           pinned=True, detail=text)
 
     def _batch(self, b: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
@@ -334,10 +345,9 @@ class Replay:
         end = self.opts.end_offset if self.opts.end_offset is not None else self.log_end
         self.log_end = end
         hw = self.opts.high_watermark
-        pinned = self._pinned()
-        lso = pinned[0] if pinned else end
-        if hw is not None and lso is not None:
-            lso = min(lso, hw)
+        # the model's LSO at the checkpointed high watermark (the log end stands for it when there
+        # is none, and caps it: the model's rule, reference.effective_high_watermark)
+        lso = self._last_stable_offset(None if end is None else effective_high_watermark(hw, end))
         opened = [{"producer_id": pid, "producer_epoch": self._txn_epoch.get(pid, self.state.producers[pid].producer_epoch),
                    "first_offset": first, "transactional_id": self._tid(pid)}
                   for first, pid in sorted(self.state.ongoing.items())]

@@ -24,12 +24,10 @@ of a cleaned segment is never replayed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator
 
 from auditor.forensics.replay import Replay, ReplayOptions
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 BATCH_COLUMNS = ["base_offset", "last_offset", "producer_id", "producer_epoch", "base_sequence", "last_sequence",
                  "record_count", "is_transactional", "is_control", "control_type", "coordinator_epoch", "max_timestamp"]
 
@@ -54,14 +52,12 @@ class Bound:
             if off < 0:
                 raise ValueError(f"offset must be >= 0, got {off}")
             return cls(offset=off)
+        from auditor.report.model import iso_to_ms
+
         try:
-            dt = datetime.fromisoformat(t[:-1] + "+00:00" if t.endswith(("Z", "z")) else t)
+            return cls(time_ms=iso_to_ms(t))
         except ValueError:
             raise ValueError(f"not an offset or an ISO-8601 time: {text!r}") from None
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=timezone.utc)
-        # integer arithmetic: float seconds * 1000 can land a millisecond short
-        return cls(time_ms=(dt - _EPOCH) // timedelta(milliseconds=1))
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,13 @@ class ProducerStateManager:
         return high_watermark
 
 
+def effective_high_watermark(checkpoint: int | None, log_end_offset: int) -> int:
+    """The high watermark the model counts with: the checkpointed one (``replication-offset-checkpoint``)
+    capped at the log end, the log end when there is none (:func:`load_replica`; the Spark form is
+    ``hw`` of :func:`auditor.producer_state.spark.last_stable_offsets`)."""
+    return log_end_offset if checkpoint is None else min(checkpoint, log_end_offset)
+
+
 def is_expired(e: ProducerStateEntry, now_ms: int, expiration_ms: int) -> bool:
     """``isProducerExpired``: an open transaction keeps a producer alive."""
     return e.current_txn_first_offset is None and now_ms - e.last_timestamp >= expiration_ms
@@ -294,7 +301,7 @@ def load_replica(batches: Iterable[Mapping[str, Any]], *, log_start_offset: int,
     ``high_watermark`` defaults to the log end, ``now_ms`` to "nothing expires"."""
     psm = ProducerStateManager()
     psm.map_end_offset = log_start_offset
-    hw = log_end_offset if high_watermark is None else min(high_watermark, log_end_offset)
+    hw = effective_high_watermark(high_watermark, log_end_offset)
     used: int | None = None
     if not (clean_shutdown and not snapshots):
         usable = [o for o in snapshots if log_start_offset < o <= log_end_offset]

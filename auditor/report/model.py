@@ -15,7 +15,7 @@ import fnmatch
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timezone, timedelta
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -45,20 +45,31 @@ def parse_duration(text: str) -> int:
     return int(round(value * _UNIT_MS[unit]))
 
 
+def iso_to_ms(text: str) -> int:
+    """An ISO-8601 instant (``2024-05-01T12:00:00Z``, ``2024-05-01T14:00:00+02:00``,
+    ``2024-05-01 12:00``, ``2024-05-01``; no offset means UTC) → epoch ms. The one
+    parser of instants: ``--since``/``--until``, ``--as-of`` and the timeline's bounds
+    use it. ``ValueError`` for anything else."""
+    s = str(text).strip()
+    try:
+        dt = datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith(("Z", "z")) else s)
+    except ValueError:
+        raise ValueError(f"not an ISO-8601 time: {text!r}") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    # integer arithmetic: float seconds * 1000 can land a millisecond short
+    return (dt - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(milliseconds=1)
+
+
 def parse_time(text: str) -> int:
-    """An ISO-8601 instant (``2024-05-01T12:00:00Z``, ``2024-05-01 12:00``, ``2024-05-01``;
-    no offset means UTC) or epoch milliseconds → epoch ms."""
+    """Epoch milliseconds or an ISO-8601 instant (:func:`iso_to_ms`) → epoch ms."""
     s = str(text).strip()
     if re.fullmatch(r"-?\d+", s):
         return int(s)
-    iso = s[:-1] + "+00:00" if s.endswith(("Z", "z")) else s
     try:
-        dt = datetime.fromisoformat(iso)
+        return iso_to_ms(s)
     except ValueError:
         raise ValueError(f"not a time: {text!r} (use ISO-8601 such as 2024-05-01T12:00:00Z, or epoch ms)") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
 
 
 def format_time(ms: int | None) -> str:

@@ -101,11 +101,7 @@ def _partitions(report: Report, numbers: dict[int, int]) -> str:
         fs = [(numbers[id(f)], f) for f in report.findings
               if (f.get("cluster_id"), f.get("topic"), f.get("partition")) == (p.get("cluster_id"), p.get("topic"), p.get("partition"))]
         links = ", ".join(f'<a href="#f-{n}">#{n} {esc(f["rule"])}</a>' for n, f in fs)
-        last = (p.get("lso_lag") or [{}])[-1]
-        hw = p.get("high_watermark")
-        facts = [f"log end {esc(p.get('log_end_offset'))}", f"high watermark {esc(hw) if hw is not None else 'n/a'}"]
-        if last:
-            facts.append(f"LSO {esc(last.get('lso'))} (lag {esc(last.get('lag'))} at the end of the dump)")
+        facts = [f"log end {esc(p.get('log_end_offset'))}", *_lso_facts(p)]
         out.append(
             f'<article class="partition"><h3>{esc(p.get("topic"))}-{esc(p.get("partition"))}</h3>'
             f'<p class="where">broker {esc(p.get("broker_id"))} · {esc(p.get("log_dir"))} · cluster {esc(p.get("cluster_id"))}'
@@ -113,6 +109,25 @@ def _partitions(report: Report, numbers: dict[int, int]) -> str:
     if omitted:
         out.append(f'<p class="muted">{omitted} more partitions with findings have no plots (the report keeps the most severe).</p>')
     return "".join(out)
+
+
+def _lso_facts(p: dict) -> list[str]:
+    """The partition's high watermark and LSO as the producer-state model gives them
+    (``last_stable_offsets``, saved in the plot data): the lso_lag series is only charted."""
+    hw = p.get("high_watermark")
+    if "last_stable_offset" not in p:  # plot data of an audit before report data version 2
+        return [f"high watermark {esc(hw) if hw is not None else 'n/a'}", "LSO n/a (re-run the audit)"]
+    no_checkpoint = hw is not None and p.get("checkpoint_high_watermark") is None
+    facts = [f"high watermark {esc(hw) if hw is not None else 'n/a'}" + (" (the log end: no checkpoint)" if no_checkpoint else "")]
+    lso = p.get("last_stable_offset")
+    text = f'<span class="lso-now">LSO {esc(lso) if lso is not None else "n/a"}</span>'
+    fuo, n = p.get("first_unstable_offset"), p.get("open_transactions") or 0
+    if fuo is not None:
+        text += f" (first unstable offset {esc(fuo)}, {esc(n)} open transaction{'' if n == 1 else 's'})"
+    elif lso is not None:
+        text += " (no open transaction)"
+    facts.append(text)
+    return facts
 
 
 def _plots(p: dict, fs: list[tuple[int, dict]]) -> str:

@@ -1,0 +1,156 @@
+"""What the input holds: per replica and per cluster, the evidence a verdict may rest on.
+
+Users hand over parts of a broker: one partition directory, a few segment files,
+a log dir without ``__transaction_state``. Three facts decide what can be
+concluded from such a part, and they are established here once:
+
+* **where the partition's log starts** — known when every segment of the
+  partition directory was given *and* the log dir's
+  ``log-start-offset-checkpoint`` was (Kafka writes an entry there only when the
+  log start is above the first segment's base offset,
+  ``LogManager.checkpointLogStartOffsetsInDir``, and loads the log start as the
+  larger of the two, ``LogLoader.load``). Without it, a producer whose first
+  given batch does not start its sequences cannot be called *removed* (retention)
+  or *lost*;
+* **where the partition's log ends** — known unless later segments of the
+  directory were left out, or the replication checkpoint's high watermark lies
+  beyond the last given batch. Without it, a transaction with no marker in the
+  input may well have one in what was not given;
+* **the broker's producer.id.expiration.ms** — a KRaft cluster keeps a dynamic
+  override in its metadata log (``__cluster_metadata``); a partition directory
+  given without it cannot show whether a producer snapshot's entry had expired.
+  (A ZooKeeper cluster keeps it in ZooKeeper, a static one is in
+  server.properties: neither is on disk, and Kafka's default is assumed, as
+  before);
+* **the coordinator's state** — a cluster's ``__transaction_state`` partitions
+  given, against how many it has (the metadata log's PartitionRecords, else the
+  partition directories found: :func:`auditor.forensics.coordinator.partition_counts`).
+  Only when all are given can a producer id no record names be *unknown to the
+  coordinator*.
+
+The segments left out come from the ingest manifest (:mod:`auditor.ingest.coverage`);
+checkpoints and ``__transaction_state`` directories from the ``files`` inventory.
+A context without a manifest (the scheduled batch job reads whole log dirs) has
+nothing left out. The rows are built on the driver (small: one per partition
+given file by file, one per cluster) and handed to Spark as tiny DataFrames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TXN_TOPIC = "__transaction_state"
+CHECKPOINT_OK = ("ok", "empty")
+
+REPLICA_COVERAGE_SCHEMA = (
+    "cluster_id string, broker_id int, log_dir string, topic string, partition int, given_as string, "
+    "earlier_segments_not_given int, later_segments_not_given int, segments_not_given_between int, "
+    "next_not_given_offset bigint")
+LOG_DIR_SCHEMA = ("cluster_id string, broker_id int, log_dir string, log_start_checkpoint_given boolean, "
+                  "producer_id_expiration_known boolean")
+COORDINATOR_COVERAGE_SCHEMA = (
+    "cluster_id string, coordinator_partitions_given int, coordinator_partitions_expected int, "
+    "coordinator_partitions_source string, coordinator_complete boolean")
+
+
+def cluster_key(cluster_id: str | None, log_dir: str | None) -> str | None:
+    """Brokers without a cluster.id are keyed by log dir (``AuditContext.table`` does the same)."""
+    return cluster_id if cluster_id is not None else (f"logdir:{log_dir}" if log_dir is not None else None)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """The rows of the three coverage views, built from the inventory and the manifest."""
+
+    replicas: list[tuple]  # REPLICA_COVERAGE_SCHEMA, only partitions given file by file
+    inventoried: bool  # False: tables without a ``files`` inventory (hand-made): taken as whole log dirs
+    log_dirs: list[tuple]  # LOG_DIR_SCHEMA, one per log dir of the input
+    coordinator: list[tuple]  # COORDINATOR_COVERAGE_SCHEMA, one per cluster
+
+    def lacking(self) -> list[str]:
+        """What the input lacks, one line each, for the report's summary."""
+        out = []
+        for r in self.replicas:
+            parts = []
+            if r[6]:
+                parts.append(f"{r[6]} earlier segment(s)")
+            if r[7]:
+                parts.append(f"{r[7]} later segment(s) (from offset {r[9]})")
+            if r[8]:
+                parts.append(f"{r[8]} segment(s) between the given ones")
+            if parts:
+                out.append(f"{r[3]}-{r[4]} (broker {r[1]}): {', '.join(parts)} of its directory not given")
+        for c in self.coordinator:
+            if not c[4]:
+                if c[1] == 0:
+                    out.append(f"cluster {c[0]}: no {TXN_TOPIC} partition given: open transactions cannot be checked "
+                               "against their coordinator")
+                else:
+                    out.append(f"cluster {c[0]}: {c[1]} of {c[2]} {TXN_TOPIC} partitions given ({c[3]})")
+        for d in self.log_dirs:
+            if not d[3]:
+                out.append(f"log dir {d[2]}: no log-start-offset-checkpoint given: where its partitions' logs start "
+                           "is not known")
+            if not d[4]:
+                out.append(f"log dir {d[2]}: its cluster's metadata log not given: producer.id.expiration.ms is not "
+                           "known")
+        return out
+
+
+def build(files: list[dict] | None, not_given: list[dict], partition_counts, brokers: dict | None = None) -> Coverage:
+    """``files``: inventory rows (cluster_id, broker_id, log_dir, topic, partition, kind,
+    status); ``not_given``: the manifest's list; ``brokers``: the manifest's
+    ``meta.properties`` per log dir; ``partition_counts``: a callable
+    returning ``(per cluster, default)`` :class:`~auditor.forensics.coordinator.PartitionCount`s
+    (called only when some cluster has ``__transaction_state`` files or transactional data).
+    ``files`` None: no inventory to tell (hand-made tables), everything is taken as given."""
+    if files is None:
+        return Coverage([], False, [], [])
+    ids = {}
+    for f in files:
+        if f.get("log_dir") is not None:
+            ids.setdefault(f["log_dir"], (cluster_key(f.get("cluster_id"), f["log_dir"]), f.get("broker_id")))
+    replicas = []
+    for g in not_given:
+        c, b = ids.get(g["log_dir"], (cluster_key(None, g["log_dir"]), None))
+        if g.get("cluster_id") is not None:
+            c = g["cluster_id"]
+        replicas.append((c, b, g["log_dir"], g["topic"], g["partition"], "file", g["before"], g["after"],
+                         g["between"], g["next_not_given_offset"]))
+    log_dirs = []
+    # (cluster, log dir) pairs holding partitions of the input (the parent of a partition dir given alone too)
+    pairs = {(cluster_key(f.get("cluster_id"), f["log_dir"]), f["log_dir"]): f.get("broker_id") for f in files
+             if f.get("log_dir") is not None and f.get("topic") is not None}
+    cps = {(cluster_key(f.get("cluster_id"), f["log_dir"]), f["log_dir"]) for f in files
+           if f.get("kind") == "log-start-offset-checkpoint" and f.get("status") in CHECKPOINT_OK
+           and f.get("partition") is None and f.get("log_dir") is not None}
+    metadata = {cluster_key(f.get("cluster_id"), f["log_dir"]) for f in files
+                if f.get("topic") == "__cluster_metadata" and f.get("log_dir") is not None}
+    for (c, d), b in sorted(pairs.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+        kraft = (brokers or {}).get(d, {}).get("version") == 1
+        log_dirs.append((c, b, d, (c, d) in cps, c in metadata or not kraft))
+    given: dict[str, set[int]] = {}
+    clusters = set()
+    for f in files:
+        if f.get("log_dir") is None:
+            continue
+        c = cluster_key(f.get("cluster_id"), f["log_dir"])
+        clusters.add(c)
+        if f.get("topic") == TXN_TOPIC and f.get("partition") is not None:
+            given.setdefault(c, set()).add(f["partition"])
+    coordinator = []
+    if clusters:
+        try:
+            counts, default = partition_counts()
+        except Exception:  # noqa: BLE001 - a store pyarrow cannot list: count what was given
+            counts, default = {}, None
+        for c in sorted(clusters, key=lambda k: (k is None, k or "")):
+            have = given.get(c, set())
+            pc = counts.get(c)
+            if pc is not None:
+                expected, source = pc.count, pc.source
+            else:  # no directory of the topic and no metadata log: the broker's default
+                expected, source = (default.count, default.source) if default is not None else (len(have), "given")
+            complete = len(have) > 0 and have >= set(range(expected))
+            coordinator.append((c, len(have), expected, source, complete))
+    return Coverage(replicas, True, log_dirs, coordinator)

@@ -1,0 +1,184 @@
+"""Scans of *parts* of the sample captures, against the scan of the whole capture.
+
+For every scenario of ``sample_logs/`` with a finding, the inputs a user would hand
+over instead of the whole log dirs: (a) each partition directory holding a finding,
+alone; (b) the segment (``.log``) holding the finding's first offset, alone. Each
+is ingested and audited on its own (inputs of different clusters share one run:
+rules never compare across clusters).
+
+Used by ``tests/test_partial_inputs.py`` and, for the before/after table of an
+issue note, runnable: ``python tests/partial_inputs.py`` prints it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_HERE = str(Path(__file__).resolve().parent)
+# run as a script, its directory comes first on sys.path, and tests/rules would shadow the rules package
+sys.path[:] = [str(Path(_HERE).parent)] + [p for p in sys.path if p != _HERE] + [_HERE]
+from conftest import SAMPLE_LOGS  # noqa: E402
+
+RANK = {"info": 0, "warning": 1, "error": 2, "critical": 3}
+
+
+def scenarios() -> list[Path]:
+    out = []
+    for p in sorted(SAMPLE_LOGS.glob("*/expected.json")):
+        exp = json.loads(p.read_text()).get("expect")
+        if exp and exp.get("anomalies"):
+            out.append(p.parent)
+    return out
+
+
+def key(f: dict) -> tuple:
+    return (f["rule"], f.get("topic"), f.get("partition"), f.get("producer_id"))
+
+
+@dataclass
+class Run:
+    scenario: str
+    label: str  # "partition-dir" | "segment"
+    path: Path
+    topic: str
+    partition: int
+    findings: list[dict] = field(default_factory=list)
+
+
+def segment_of(part_dir: Path, offset: int) -> Path | None:
+    """The live segment holding ``offset``: the one with the largest base offset at or below it."""
+    segs = sorted((int(p.name[:20]), p) for p in part_dir.glob("*.log") if p.name[:20].isdigit())
+    best = [p for b, p in segs if b <= offset]
+    return best[-1] if best else None
+
+
+def _cluster(scenario: Path) -> str:
+    from auditor.formats.checkpoints import read_meta_properties
+
+    return read_meta_properties(next(scenario.glob("*/meta.properties")).read_bytes())["cluster_id"]
+
+
+def _audit(spark, tmp: Path, inputs: list[str], name: str) -> list[dict]:
+    from auditor.engine.audit import audit
+    from auditor.engine.ingest_job import ingest
+
+    out = tmp / name
+    ingest(spark, inputs, str(out))
+    return audit(spark, str(out)).findings
+
+
+def run_all(spark, tmp: Path) -> tuple[dict[str, list[dict]], list[Run]]:
+    """Whole-capture findings per scenario, and the partial runs with theirs."""
+    scs = scenarios()
+    whole: dict[str, list[dict]] = {}
+    # whole captures: different clusters in one run (a mutated capture shares its source's id)
+    groups: list[dict[str, Path]] = []
+    for s in scs:
+        c = _cluster(s)
+        g = next((g for g in groups if c not in g), None)
+        if g is None:
+            groups.append(g := {})
+        g[c] = s
+    for i, g in enumerate(groups):
+        for f in _audit(spark, tmp, [str(s) for s in g.values()], f"whole{i}"):
+            whole.setdefault(g[f["cluster_id"]].name, []).append(f)
+    runs: list[Run] = []
+    for s in scs:
+        seen_dirs, seen_segs = set(), set()
+        for f in whole.get(s.name, []):
+            if f.get("topic") is None or f.get("partition") is None or f.get("broker_id") is None:
+                continue
+            d = s / f"broker-{f['broker_id']}" / f"{f['topic']}-{f['partition']}"
+            if not d.is_dir():
+                continue
+            if d not in seen_dirs:
+                seen_dirs.add(d)
+                runs.append(Run(s.name, "partition-dir", d, f["topic"], f["partition"]))
+            seg = segment_of(d, f["first_offset"]) if f.get("first_offset") is not None else None
+            if seg is not None and seg not in seen_segs:
+                seen_segs.add(seg)
+                runs.append(Run(s.name, "segment", seg, f["topic"], f["partition"]))
+    # partial runs of different clusters together, one cluster's part per run
+    batches: list[dict[str, Run]] = []
+    for r in runs:
+        c = _cluster(SAMPLE_LOGS / r.scenario)
+        b = next((b for b in batches if c not in b), None)
+        if b is None:
+            batches.append(b := {})
+        b[c] = r
+    for i, b in enumerate(batches):
+        by_cluster = {c: r for c, r in b.items()}
+        for f in _audit(spark, tmp, [str(r.path) for r in b.values()], f"part{i}"):
+            by_cluster[f["cluster_id"]].findings.append(f)
+    return whole, runs
+
+
+def compare(whole: list[dict], run: Run) -> list[str]:
+    """The contract of a partial scan against the whole one, as violations (empty: kept).
+
+    * every warning+ finding of the part is one the whole has (same rule, topic,
+      partition, producer id) — no alarm the whole capture does not raise;
+    * every finding of the whole on the given part (its segment: the finding's first
+      offset in it) is in the part with the same kind, or ``undetermined`` /
+      ``earlier-segments-not-given`` — and never below warning where the whole
+      says warning or worse, except ``earlier-segments-not-given`` (info: the
+      directory listing shows the part lacks the segments that may hold the
+      producer's earlier batches);
+    * no part claims retention or loss the whole does not claim."""
+    bad = []
+    w = {key(f): f for f in whole}
+    got = {key(f): f for f in run.findings}
+    for k, f in got.items():
+        if RANK[f["severity"]] >= 1 and k not in w:
+            bad.append(f"{run.label} {run.path.name}: new {f['severity']} {f['rule']}/{f['kind']}: {f['message']}")
+        if f["rule"] == "unknown-producer-gap" and f["kind"] in ("retention", "unexplained"):
+            if k not in w or w[k]["kind"] != f["kind"]:
+                bad.append(f"{run.label} {run.path.name}: claims {f['kind']} the whole does not: {f['message']}")
+    for k, f in w.items():
+        if (f.get("topic"), f.get("partition")) != (run.topic, run.partition):
+            continue
+        if f.get("broker_id") is not None and f"broker-{f['broker_id']}" not in str(run.path):
+            continue
+        if run.label == "segment" and segment_of(run.path.parent, f["first_offset"]) != run.path:
+            continue
+        p = got.get(k)
+        if p is None:
+            bad.append(f"{run.label} {run.path.name}: lost {f['severity']} {f['rule']}/{f['kind']}")
+        elif p["kind"] != f["kind"]:
+            if p["kind"] not in ("undetermined", "earlier-segments-not-given"):
+                bad.append(f"{run.label} {run.path.name}: {f['rule']} {f['kind']} became {p['kind']}")
+            elif p["kind"] == "undetermined" and RANK[p["severity"]] < min(RANK[f["severity"]], 1):
+                bad.append(f"{run.label} {run.path.name}: {f['rule']} {f['severity']} became {p['severity']}")
+    return bad
+
+
+def table(whole: dict[str, list[dict]], runs: list[Run]) -> str:
+    lines = ["| input | whole capture | alone |", "|---|---|---|"]
+    for r in runs:
+        rel = r.path.relative_to(SAMPLE_LOGS)
+        here = [f for f in whole.get(r.scenario, []) if (f.get("topic"), f.get("partition")) == (r.topic, r.partition)
+                and f"broker-{f.get('broker_id')}" in str(r.path)]
+        if r.label == "segment":
+            here = [f for f in here if segment_of(r.path.parent, f["first_offset"]) == r.path]
+
+        def fmt(fs):
+            return "<br>".join(sorted(f"{f['rule']} {f['kind']} ({f['severity']}) p{f.get('producer_id')}" for f in fs)) or "—"
+        lines.append(f"| `{rel}` | {fmt(here)} | {fmt(r.findings)} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    from auditor.engine.session import get_spark
+
+    spark = get_spark("local[2]", {"spark.sql.shuffle.partitions": "2"})
+    with tempfile.TemporaryDirectory() as t:
+        w, rs = run_all(spark, Path(t))
+    print(table(w, rs))
+    for r in rs:
+        for v in compare(w.get(r.scenario, []), r):
+            print("VIOLATION", v)
