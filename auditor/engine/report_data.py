@@ -134,6 +134,7 @@ def empty_summary() -> dict[str, Any]:
         "transaction_versions": {"seen": [], "commit_markers": {"same_epoch": 0, "epoch_bump": 0},
                                  "feature_levels": {}, "client_versions": {}},
         "time_range": {"first_ms": None, "last_ms": None},
+        "input_lacks": [],
     }
 
 
@@ -143,7 +144,9 @@ def build_summary(ctx, rows: dict[str, list[dict]]) -> dict[str, Any]:
     manifest = _manifest(ctx)
     summary = empty_summary()
     summary.update(inputs=list(manifest.get("inputs") or []), ingest_run_id=manifest.get("run_id"),
-                   bad_files=manifest.get("bad_files"))
+                   bad_files=manifest.get("bad_files"),
+                   # what the verdicts could not rest on (auditor.model.coverage)
+                   input_lacks=ctx.coverage.lacking())
     if not ctx.has_rows("batches"):
         return summary
 

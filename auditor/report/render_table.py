@@ -104,6 +104,10 @@ def summary_rows(report: Report) -> list[tuple[str, str]]:
         rows.append(("Filters", "; ".join(f"{k}={v}" for k, v in report.filters.describe().items())))
     if report.run.get("skipped"):
         rows.append(("Skipped rules", "; ".join(f"{k}: {v}" for k, v in report.run["skipped"].items())))
+    lacks = s.get("input_lacks") or []
+    if lacks:
+        more = f"; … {len(lacks) - 5} more (summary.input_lacks)" if len(lacks) > 5 else ""
+        rows.append(("Input lacks", "; ".join(lacks[:5]) + more))
     if not s:
         rows.append(("Note", "this findings directory has no run summary (written without report data)"))
     return rows
