@@ -17,10 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_HERE = str(Path(__file__).resolve().parent)
-# run as a script, its directory comes first on sys.path, and tests/rules would shadow the rules package
-sys.path[:] = [str(Path(_HERE).parent)] + [p for p in sys.path if p != _HERE] + [_HERE]
-from conftest import SAMPLE_LOGS  # noqa: E402
+from conftest import SAMPLE_LOGS
 
 RANK = {"info": 0, "warning": 1, "error": 2, "critical": 3}
 
@@ -155,6 +152,26 @@ def compare(whole: list[dict], run: Run) -> list[str]:
     return bad
 
 
+def disagreements(findings: list[dict]) -> list[str]:
+    """Every stuck-lso finding against the hanging-transaction finding at its offset: same age,
+    same transactional id, and in-flight exactly when the LSO finding is ``open``."""
+    bad = []
+    hanging = {(f["cluster_id"], f.get("broker_id"), f["topic"], f["partition"], f["first_offset"]): f
+               for f in findings if f["rule"] == "hanging-transaction"}
+    expect = {"open": {"in-flight"}, "undetermined": {"undetermined"},
+              "stuck": {"hanging", "late-write", "unknown-to-coordinator"}}
+    for s in (f for f in findings if f["rule"] == "stuck-lso"):
+        h = hanging.get((s["cluster_id"], s.get("broker_id"), s["topic"], s["partition"], s["first_offset"]))
+        if h is None:
+            bad.append(f"stuck-lso without its transaction: {s['message']}")
+            continue
+        if (s["duration_ms"], s.get("transactional_id")) != (h["duration_ms"], h.get("transactional_id")):
+            bad.append(f"ages/ids differ: {s['duration_ms']} {h['duration_ms']}: {s['message']}")
+        if h["kind"] not in expect[s["kind"]] or s["evidence"]["verdict"] != h["kind"]:
+            bad.append(f"stuck-lso {s['kind']} vs hanging-transaction {h['kind']}: {s['message']}")
+    return bad
+
+
 def table(whole: dict[str, list[dict]], runs: list[Run]) -> str:
     lines = ["| input | whole capture | alone |", "|---|---|---|"]
     for r in runs:
@@ -172,6 +189,11 @@ def table(whole: dict[str, list[dict]], runs: list[Run]) -> str:
 
 if __name__ == "__main__":
     import tempfile
+
+    # run as a script, this directory comes first on sys.path, where tests/rules (the rule cases)
+    # would shadow the rules package: the project first
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [str(Path(here).parent)] + [p for p in sys.path if p != here] + [here]
 
     from auditor.engine.session import get_spark
 

@@ -163,3 +163,13 @@ def test_audit_modes_agree(results):
 def test_inputs_ingest_cleanly(results):
     bad, _, _ = results
     assert bad == [], [(f["path"], f["status"], f["error_message"]) for f in bad][:5]
+
+
+def test_one_verdict_per_transaction(results):
+    """Every stuck-lso finding has the age, transactional id and verdict of the
+    hanging-transaction finding at its offset (auditor.model.verdicts: one row per transaction)."""
+    from partial_inputs import disagreements
+
+    _, per, _ = results
+    assert any(f["rule"] == "stuck-lso" for fs in per.values() for f in fs)
+    assert {s: d for s, fs in per.items() if (d := disagreements(fs))} == {}

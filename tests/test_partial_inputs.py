@@ -1,0 +1,161 @@
+"""Parts of a broker give the whole broker's verdicts, or say what they lack.
+
+What a user hands over is often one partition directory or a few segment files.
+For every capture of ``sample_logs/`` with a finding, each partition directory
+holding a finding and the segment holding each finding are scanned alone and
+held to the whole capture's findings (:func:`partial_inputs.compare`): the same
+rule, kind and severity, or an ``undetermined`` finding naming the missing
+evidence; never a warning the whole capture does not raise; never a retention
+or loss claim it does not make. A hypothesis test slices a real partition into
+contiguous windows of segments; one verdict per transaction holds on every run.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import SAMPLE_LOGS
+from partial_inputs import RANK, compare, disagreements, key, run_all, segment_of, table
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def partial(spark, tmp_path_factory):
+    return run_all(spark, tmp_path_factory.mktemp("partial"))
+
+
+def _run(partial, scenario: str, label: str, rel: str):
+    _, runs = partial
+    path = SAMPLE_LOGS / scenario / rel
+    got = [r for r in runs if r.scenario == scenario and r.label == label and r.path == path]
+    assert got, f"no {label} run of {path}: {[str(r.path) for r in runs]}"
+    return got[0]
+
+
+def test_every_part_keeps_the_whole_captures_verdicts(partial):
+    whole, runs = partial
+    assert len(runs) >= 15, table(whole, runs)
+    bad = [v for r in runs for v in compare(whole.get(r.scenario, []), r)]
+    assert not bad, "\n".join(bad) + "\n\n" + table(whole, runs)
+
+
+def test_a_partition_dir_without_its_coordinator_is_undetermined_not_harmless(partial):
+    """hanging-late-write's transfers-0 alone: the whole log dir says late write (critical); alone
+    the input cannot tell in-flight from hanging, and says what would settle it."""
+    r = _run(partial, "hanging-late-write", "partition-dir", "broker-1/transfers-0")
+    by_rule = {f["rule"]: f for f in r.findings}
+    h, s = by_rule["hanging-transaction"], by_rule["stuck-lso"]
+    assert (h["kind"], h["severity"]) == ("undetermined", "warning"), h["message"]
+    assert "__transaction_state" in h["message"] and "to settle it" in h["message"]
+    assert (s["kind"], s["severity"]) == ("undetermined", "warning"), s["message"]
+
+
+def test_a_middle_segment_claims_no_removal(partial):
+    """transfers-0's second segment alone: its producer's earlier batches are in the first segment,
+    which was not given: no retention claim, only an info naming the segment left out."""
+    r = _run(partial, "hanging-late-write", "segment", "broker-1/transfers-0/00000000000000000014.log")
+    gaps = [f for f in r.findings if f["rule"] == "unknown-producer-gap"]
+    assert gaps and all(f["kind"] == "earlier-segments-not-given" and f["severity"] == "info" for f in gaps), gaps
+    assert "earlier segment" in gaps[0]["message"]
+
+
+def test_retention_needs_the_log_start_checkpoint(partial):
+    """unknown-producer's ledger-0 alone: the whole log dir says retention (its log start and the
+    dynamic producer.id.expiration.ms are in the log dir); alone, neither is: undetermined, a warning."""
+    whole, _ = partial
+    w = [f for f in whole["unknown-producer"] if f["rule"] == "unknown-producer-gap"]
+    assert [f["kind"] for f in w] == ["retention"]
+    r = _run(partial, "unknown-producer", "partition-dir", "broker-1/ledger-0")
+    got = [f for f in r.findings if f["rule"] == "unknown-producer-gap"]
+    assert [(f["kind"], f["severity"], f["producer_id"]) for f in got] == [("undetermined", "warning", w[0]["producer_id"])]
+
+
+def test_one_verdict_per_transaction(partial):
+    whole, runs = partial
+    every = [*whole.values(), *(r.findings for r in runs)]  # run by run: a part has its own reference instant
+    stuck = [f for fs in every for f in fs if f["rule"] == "stuck-lso"]
+    assert {f["kind"] for f in stuck} >= {"open", "stuck", "undetermined"}
+    assert not [bad for fs in every for bad in disagreements(fs)]
+
+
+# -- contiguous windows of a real partition -------------------------------------------
+
+WINDOW_PART = SAMPLE_LOGS / "compacted-transactions" / "broker-1" / "kv-0"
+
+
+def _segments() -> list[Path]:
+    return sorted(p for p in WINDOW_PART.glob("*.log") if p.name[:20].isdigit())
+
+
+@pytest.fixture(scope="module")
+def whole_partition(spark, tmp_path_factory):
+    from auditor.engine.audit import audit
+    from auditor.engine.ingest_job import ingest
+
+    out = tmp_path_factory.mktemp("window-whole") / "t"
+    ingest(spark, [str(WINDOW_PART)], str(out))
+    return audit(spark, str(out)).findings
+
+
+@pytest.fixture(scope="module")
+def window_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("windows")
+
+
+@settings(max_examples=6, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_window_of_segments_claims_no_loss_the_whole_does_not(spark, whole_partition, window_dir, data):
+    """A contiguous window of kv-0's segments (a compacted transactional partition of a real
+    3-broker capture), given as files: no retention or loss claim and no error the whole
+    partition directory does not have; a transaction left open by the window is undetermined
+    when later segments were left out, never hanging."""
+    from auditor.engine.audit import audit
+    from auditor.engine.ingest_job import ingest
+
+    segs = _segments()
+    assert len(segs) >= 4, f"{WINDOW_PART}: expected a partition of many segments"
+    lo = data.draw(st.integers(0, len(segs) - 1), label="first")
+    hi = data.draw(st.integers(lo, min(len(segs) - 1, lo + 3)), label="last")
+    window = segs[lo:hi + 1]
+    out = window_dir / f"w{lo}-{hi}"
+    shutil.rmtree(out, ignore_errors=True)
+    ingest(spark, [str(p) for p in window], str(out))
+    found = audit(spark, str(out)).findings
+    whole = {key(f): f for f in whole_partition}
+    for f in found:
+        if f["rule"] == "unknown-producer-gap":
+            assert f["kind"] not in ("retention", "unexplained") or whole.get(key(f), {}).get("kind") == f["kind"], f["message"]
+        if RANK[f["severity"]] >= RANK["error"]:
+            assert key(f) in whole, f["message"]
+        if f["rule"] == "hanging-transaction" and hi < len(segs) - 1:
+            assert f["kind"] == "undetermined", f["message"]
+        if f["rule"] == "unknown-producer-gap" and lo > 0:
+            assert f["kind"] == "earlier-segments-not-given", f["message"]
+    assert not disagreements(found)
+
+
+def test_not_given_counts_the_directory_segments_left_out(tmp_path):
+    """auditor.ingest.coverage: the live segments of a directory whose files were given one by one,
+    before, between and after the given ones (names only; nothing is read)."""
+    from auditor.ingest.coverage import not_given
+    from auditor.ingest.discovery import discover
+
+    d = tmp_path / "ld" / "t-0"
+    d.mkdir(parents=True)
+    for base in (0, 10, 20, 30, 40):
+        (d / f"{base:020d}.log").write_bytes(b"")
+    (d / f"{50:020d}.log.deleted").write_bytes(b"")  # not live: not counted
+    given = [str(d / f"{10:020d}.log"), str(d / f"{30:020d}.log")]
+    rows = not_given(list(discover(given)))
+    assert rows == [{"log_dir": str(tmp_path / "ld"), "topic": "t", "partition": 0, "dir": str(d), "segments_in_dir": 5,
+                     "segments_given": 2, "before": 1, "after": 1, "between": 1, "first_given_offset": 10,
+                     "next_not_given_offset": 40}]
+    assert not_given(list(discover([str(d)]))) == []  # the directory given whole
+    assert segment_of(d, 25) == d / f"{20:020d}.log"
