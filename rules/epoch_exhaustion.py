@@ -105,7 +105,7 @@ def run(ctx):
     g = ctx.persist(g)  # few rows, read three times below: scan the batches once
     if has_coord:
         # only the few producers found above: name their transactional id and read its latest record
-        from auditor.engine import coordinator
+        from auditor.model import coordinator
 
         known = F.broadcast(g.select("cluster_id", "producer_id"))
         ids = ctx.producer_transactional_ids.join(known, ["cluster_id", "producer_id"]).groupBy(

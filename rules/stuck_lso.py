@@ -76,7 +76,7 @@ KINDS = {
 def run(ctx):
     from pyspark.sql import functions as F
 
-    # the model's LSO per replica (auditor.producer_state): pinned by its earliest open transaction
+    # the model's LSO per replica (auditor.model.producer_state): pinned by its earliest open transaction
     lso = ctx.last_stable_offsets.where("pin IS NOT NULL AND pin.first_offset < hw")
     pin = lso.select(
         *REPLICA, "high_watermark", "log_end_offset", "max_timestamp", "is_compacted", "hw", "open_transactions",

@@ -60,7 +60,7 @@ from auditor.engine.findings import evidence
 from auditor.engine.rule import Command, Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
 from rules._common import COORDINATOR_EPOCH
-from auditor.engine.coordinator import HISTORY_KEY
+from auditor.model.coordinator import HISTORY_KEY
 
 EVIDENCE = (
     Evidence("decision", "string", "COMMIT or ABORT: what the coordinator recorded (its Complete* record)"),

@@ -47,7 +47,7 @@ from __future__ import annotations
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
-from auditor.producer_state.spark import snapshot_remembers
+from auditor.model.producer_state.spark import snapshot_remembers
 from rules._common import COMPACTED
 
 EVIDENCE = (
@@ -94,7 +94,7 @@ def run(ctx):
                                  "earlier_segments_not_given")
     first = first.join(part, REPLICA, "left")
     # the broker still has state for the producer if a snapshot remembers it, unexpired, with the
-    # sequence this batch continues (auditor.producer_state): retention alone does not drop state
+    # sequence this batch continues (auditor.model.producer_state): retention alone does not drop state
     first = first.join(F.broadcast(ctx.producer_id_expiration), ["cluster_id", "broker_id"], "left")
     expiration = F.coalesce(F.col("producer_id_expiration_ms"), F.lit(ctx.options.producer_id_expiration_ms))
     snapshots = ctx.table("producer_snapshots")

@@ -6,8 +6,8 @@ Every partition directory of every broker log dir in ``sample_logs/`` and
 * by Kafka 4.3.1's ``UnifiedLog.create`` (``LogLoader`` + ``ProducerStateManager``),
   offline on a copy (``tests/kafka_oracle.py``, ``scripts/kafka/java/LogStateOracle.java``);
 * by this project: ingest, the live log (``AuditContext.table`` /
-  :mod:`auditor.engine.livelog`), the reference model's
-  :func:`~auditor.producer_state.reference.load_replica` over the ingested rows,
+  :mod:`auditor.model.livelog`), the reference model's
+  :func:`~auditor.model.producer_state.reference.load_replica` over the ingested rows,
   and the Spark model's last stable offsets that the rules read.
 
 Per partition they must agree on the segments that make up the log, the log end
@@ -36,7 +36,7 @@ from conftest import REAL_LOGS, SAMPLE_LOGS
 from kafka_oracle import load_partitions, requests_for_log_dirs
 from auditor.engine.ingest_job import ingest
 from auditor.engine.views import AuditContext
-from auditor.producer_state.reference import load_replica
+from auditor.model.producer_state.reference import load_replica
 
 pytestmark = pytest.mark.spark
 

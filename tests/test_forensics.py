@@ -400,6 +400,30 @@ def test_broker_choice_and_unknown_requests(tiny):
     assert bad_bound.exit_code == 2 and "ISO-8601" in bad_bound.output
 
 
+@pytest.mark.spark
+def test_timeline_takes_log_start_and_high_watermark_from_the_model(spark, tmp_path):
+    """The replay's LSO is the audit's: an open transaction below the log start
+    (log-start-offset-checkpoint above it) holds the LSO at the log start, never below
+    it, and the high watermark is the model's replication checkpoint entry."""
+    from auditor.engine.views import AuditContext
+
+    t = TableSet(tmp_path / "t")
+    t.batch(TOPIC, 0, 0, producer_id=5, producer_epoch=0, base_sequence=0, transactional=True, ts=T0)  # never closed
+    for off in range(1, 10):
+        t.batch(TOPIC, 0, off, producer_id=7, producer_epoch=0, base_sequence=off - 1, ts=T0 + off * 10)
+    t.checkpoint("log-start-offset", TOPIC, 0, 4)
+    t.checkpoint("replication-offset", TOPIC, 0, 8)
+    root = t.write()
+    ctx = AuditContext(spark, str(root))
+    try:
+        (model,) = ctx.last_stable_offsets.collect()
+    finally:
+        ctx.close()
+    assert (model["log_start_offset"], model["high_watermark"], model["last_stable_offset"]) == (4, 8, 4)
+    end = _jsonl(_timeline(root, "--format", "jsonl"))[-1]
+    assert (end["lso"], end["high_watermark"], end["log_end"]) == (4, 8, 10)
+
+
 def _timeline_part(tables, partition):
     return CliRunner().invoke(cli, ["timeline", str(tables), "--topic", TOPIC, "--partition", partition])
 

@@ -1,4 +1,4 @@
-"""The live log (auditor/engine/livelog.py): one case per rule of Kafka's LogLoader.
+"""The live log (auditor/model/livelog.py): one case per rule of Kafka's LogLoader.
 
 The broker-oracle test checks the result against Kafka's own loader on every real
 partition directory we have; these cases cover the files those directories
@@ -7,7 +7,7 @@ rarely hold (interrupted swaps and splits, recovery truncation, overlaps).
 
 from __future__ import annotations
 
-from auditor.engine.livelog import decide, recovery_points
+from auditor.model.livelog import decide, recovery_points
 
 LOG_DIR = "/data"
 PDIR = f"{LOG_DIR}/orders-0"

@@ -4,7 +4,7 @@ The timeline's replay, the HTML partition card and the audit's ``last_stable_off
 view each show an LSO; none may compute its own. Here they are held equal on a
 captured scenario whose LSO is pinned (a late write after an abort,
 ``sample_logs/hanging-late-write``): the replay's ``end`` event against
-:func:`auditor.producer_state.reference.load_replica` on the same batches and high
+:func:`auditor.model.producer_state.reference.load_replica` on the same batches and high
 watermark, and the HTML card against the Spark model's value for the replica.
 """
 
@@ -61,7 +61,7 @@ def replica(spark, tables):
 
 def test_replay_end_lso_is_the_reference_models(tables, replica):
     from auditor.forensics.replay import Replay, ReplayOptions
-    from auditor.producer_state.reference import load_replica
+    from auditor.model.producer_state.reference import load_replica
 
     batches, model = replica
     loaded = load_replica(batches, log_start_offset=model["log_start_offset"], log_end_offset=model["log_end_offset"],
@@ -95,7 +95,7 @@ def test_replay_without_a_high_watermark_uses_the_log_end(replica):
     """No checkpoint: the log end is the high watermark (the model's rule); a checkpoint
     above the log end is capped by it."""
     from auditor.forensics.replay import Replay, ReplayOptions
-    from auditor.producer_state.reference import load_replica
+    from auditor.model.producer_state.reference import load_replica
 
     batches, model = replica
     leo = model["log_end_offset"]
@@ -103,6 +103,17 @@ def test_replay_without_a_high_watermark_uses_the_log_end(replica):
         end = list(Replay(ReplayOptions(end_offset=leo, high_watermark=hw)).run(batches))[-1]
         assert end["lso"] == load_replica(batches, log_start_offset=0, log_end_offset=leo,
                                           high_watermark=hw).last_stable_offset, hw
+
+
+def test_replica_bounds_are_the_reference_rules(replica):
+    """The Spark model's log start and high watermark follow the rules of the reference
+    model (``reference.log_start_offset``, ``reference.effective_high_watermark``)."""
+    from auditor.model.producer_state.reference import effective_high_watermark, log_start_offset
+
+    _, model = replica
+    assert model["log_start_offset"] == log_start_offset(model["checkpoint_log_start_offset"],
+                                                         model["first_segment_base_offset"])
+    assert model["hw"] == effective_high_watermark(model["high_watermark"], model["log_end_offset"])
 
 
 def test_html_card_prints_the_models_lso(spark, tables, replica, tmp_path):

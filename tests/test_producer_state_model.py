@@ -1,7 +1,7 @@
 """The producer-state model's two executions agree: Spark derivation == Python reference.
 
-:mod:`auditor.producer_state.reference` applies batches one at a time as
-Kafka's ``ProducerStateManager`` does; :mod:`auditor.producer_state.spark`
+:mod:`auditor.model.producer_state.reference` applies batches one at a time as
+Kafka's ``ProducerStateManager`` does; :mod:`auditor.model.producer_state.spark`
 derives the same transactions and last stable offsets over whole tables. Here
 hypothesis generates many replica logs at once — transactional and idempotent
 producers, commits, aborts, markers without data, emptied control batches the
@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 import pytest
 
-from auditor.producer_state import reference as ref
-from auditor.producer_state import spark as model
+from auditor.model.producer_state import reference as ref
+from auditor.model.producer_state import spark as model
 
 REPLICA = model.REPLICA
 BATCH_SCHEMA = (

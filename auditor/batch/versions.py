@@ -24,8 +24,8 @@ from functools import lru_cache
 # what the decoded tables depend on: the format decoders, discovery and task planning,
 # the table catalog, and the Spark side of ingestion
 DECODER_MODULES = ("auditor.formats", "auditor.ingest", "auditor.engine.ingest_job", "auditor.batch.decode")
-# what the findings depend on, given the tables: the rules and everything in the engine
-AUDIT_MODULES = ("rules", "auditor.engine", "auditor.producer_state", "auditor.batch.audit")
+# what the findings depend on, given the tables: the rules, everything in the engine and the domain model
+AUDIT_MODULES = ("rules", "auditor.engine", "auditor.model", "auditor.batch.audit")
 
 
 def _module_names(name: str) -> list[str]:

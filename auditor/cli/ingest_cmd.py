@@ -108,8 +108,8 @@ def tables_cmd(tables_dir) -> None:
 
 
 def _print_not_live(root: Path, limit: int = 50) -> None:
-    """Files the rules leave out of the live log (auditor.engine.livelog), and why."""
-    from auditor.engine.livelog import decide_for_tables
+    """Files the rules leave out of the live log (auditor.model.livelog), and why."""
+    from auditor.model.livelog import decide_for_tables
 
     live = decide_for_tables(root) or {}
     odd = sorted((lv for lv in live.values() if not lv.live or lv.bounded), key=lambda lv: lv.path)

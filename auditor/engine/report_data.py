@@ -23,7 +23,7 @@ import math
 from typing import Any
 
 from auditor.engine.views import REPLICA
-from auditor.producer_state.spark import pins_by_bucket
+from auditor.model.producer_state.spark import pins_by_bucket
 
 REPORT_DATA_VERSION = 2  # 2: each plotted partition carries the model's LSO (last_stable_offsets)
 LSO_BUCKETS = 240  # points per LSO-lag series
@@ -402,7 +402,7 @@ def build_plots(ctx, findings: list[dict], stats: list[dict], got: "dict[str, li
         out.append({
             **dict(zip(REPLICA, k)),
             "t0": t0, "t1": t1, "bucket_ms": width,
-            # ctx.last_stable_offsets (auditor.producer_state.spark.last_stable_offsets)
+            # ctx.last_stable_offsets (auditor.model.producer_state.spark.last_stable_offsets)
             "high_watermark": p.get("hw"),
             "checkpoint_high_watermark": p.get("checkpoint_high_watermark"),
             "log_end_offset": p.get("log_end_offset"),

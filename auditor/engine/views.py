@@ -1,11 +1,18 @@
-"""The audit context: the tables as the rules see them, and the shared, cached views.
+"""The audit context: table access and the cache over the domain model (:mod:`auditor.model`).
 
 Tables come through :meth:`AuditContext.table`, which hands out the *live log*
-only (:mod:`auditor.engine.livelog`: no ``.deleted``/``.cleaned`` copies, no
-replaced or recovered-away segments, no retired replica directories). The
-producer-state model (:mod:`auditor.producer_state.spark`) is built on it once
-per audit and persisted: producer batches, sequence breaks, transactions, the
-last stable offset per replica.
+only (:mod:`auditor.model.livelog`: no ``.deleted``/``.cleaned`` copies, no
+replaced or recovered-away segments, no retired replica directories). Every
+derived fact is the model's: each view here is one call of a model function on
+tables and other views — the replica's log start, log end and high watermark
+(:mod:`auditor.model.replica`), configuration (:mod:`auditor.model.config`), the
+reference instant (:mod:`auditor.model.clock`), producer state, transactions and
+the last stable offset (:mod:`auditor.model.producer_state.spark`), the
+coordinator's state (:mod:`auditor.model.coordinator`), what the input holds
+(:mod:`auditor.model.coverage`) and the open transactions' verdicts
+(:mod:`auditor.model.verdicts`). The context builds each view at most once per
+audit, persists what several readers share, and releases it after its last
+reader (:class:`ViewSpec`).
 
 A *replica* is (cluster_id, broker_id, log_dir, topic, partition): several
 brokers' copies of one partition are audited separately, and compared by the
@@ -19,13 +26,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from auditor.engine.livelog import Liveness, decide, recovery_points, row_bounds_columns
+from auditor.model.livelog import Liveness, decide, recovery_points, row_bounds_columns
 
-from auditor.producer_state.spark import INT32_MAX, REPLICA  # noqa: F401 - re-exported for the rules
+from auditor.model.producer_state.spark import INT32_MAX, REPLICA  # noqa: F401 - re-exported for the rules
 
 # a file inside a partition directory the broker retired, for tables without an inventory
 RETIRED_REPLICA_FILE = r"\.[0-9a-fA-F]{32}-(delete|stray)/[^/]+$"
-INTERNAL_COMPACTED = ("__consumer_offsets", "__transaction_state")
 MAX_ISIN_FILES = 2000  # above this many non-live files, leave them out with a broadcast anti-join
 
 
@@ -298,20 +304,15 @@ class AuditContext:
     # -- reference time ------------------------------------------------------
     @view()
     def as_of(self):
-        """Per cluster, the instant ages are measured against: the newest
-        timestamp in that cluster's dump (an offline dump has no "now"), or the
+        """Per cluster, the instant ages are measured against (:func:`auditor.model.clock.as_of`):
+        the newest timestamp in that cluster's dump (an offline dump has no "now"), or the
         user's ``--as-of``. Small: one row per cluster."""
-        from pyspark.sql import functions as F
+        from auditor.model import clock
 
-        if self.options.as_of_ms is not None:
-            clusters = self.table("batches").select("cluster_id").distinct()
-            return self.persist(clusters.withColumn("as_of_ms", F.lit(self.options.as_of_ms).cast("long")))
-        b = self.table("batches").where("magic = 2 AND source = 'segment'").groupBy("cluster_id").agg(
-            F.max("max_timestamp").alias("t"))
-        if self.has_rows("transaction_log"):
-            t = self.table("transaction_log").groupBy("cluster_id").agg(F.max("last_update_timestamp_ms").alias("t"))
-            b = b.unionByName(t)
-        return self.persist(b.groupBy("cluster_id").agg(F.max("t").cast("long").alias("as_of_ms")))
+        as_of_ms = self.options.as_of_ms
+        batches = self.table("batches")
+        tl = self.table("transaction_log") if as_of_ms is None and self.has_rows("transaction_log") else None
+        return self.persist(clock.as_of(batches, tl, as_of_ms=as_of_ms))
 
     def with_as_of(self, df):
         """``df`` with its cluster's ``as_of_ms`` column."""
@@ -325,26 +326,26 @@ class AuditContext:
         row = self.as_of.agg({"as_of_ms": "max"}).first()
         return int(row[0]) if row and row[0] is not None else 0
 
-    # -- producer state (auditor.producer_state.spark, built once per audit) ----
+    # -- producer state (auditor.model.producer_state.spark, built once per audit) ----
     @view()
     def producer_batches(self):
         """Live batches with a producer id (data and markers), narrowed to the
         columns the model reads. A plain scan: not persisted."""
-        from auditor.producer_state import spark as model
+        from auditor.model.producer_state import spark as model
 
         return model.producer_batches(self.table("batches"))
 
     @view(uses=("producer_batches",))
     def sequence_breaks(self):
-        """:func:`auditor.producer_state.spark.sequence_breaks`, persisted (tiny on a healthy log)."""
-        from auditor.producer_state import spark as model
+        """:func:`auditor.model.producer_state.spark.sequence_breaks`, persisted (tiny on a healthy log)."""
+        from auditor.model.producer_state import spark as model
 
         return self.persist(model.sequence_breaks(self.producer_batches))
 
     @view(uses=("producer_batches",))
     def transactions(self):
-        """:func:`auditor.producer_state.spark.transactions`: one row per transaction per replica, persisted."""
-        from auditor.producer_state import spark as model
+        """:func:`auditor.model.producer_state.spark.transactions`: one row per transaction per replica, persisted."""
+        from auditor.model.producer_state import spark as model
 
         return self.persist(model.transactions(self.producer_batches))
 
@@ -372,8 +373,8 @@ class AuditContext:
     def last_stable_offsets(self):
         """Per replica: high watermark, first unstable offset, last stable offset and
         the earliest open transaction pinning it
-        (:func:`auditor.producer_state.spark.last_stable_offsets`)."""
-        from auditor.producer_state import spark as model
+        (:func:`auditor.model.producer_state.spark.last_stable_offsets`)."""
+        from auditor.model.producer_state import spark as model
 
         return model.last_stable_offsets(self.transactions, self.partitions)
 
@@ -385,45 +386,42 @@ class AuditContext:
     @view()
     def coordinator_partitions(self):
         """Per cluster (``cluster_id``, ``coordinator_partitions``): how many
-        ``__transaction_state`` partitions the dump holds records of; a cluster without
-        any has no row (a DataFrame, so a rule can join it without a Spark job of its own)."""
-        from pyspark.sql import functions as F
+        ``__transaction_state`` partitions the dump holds records of
+        (:func:`auditor.model.coordinator.coordinator_partitions`); a cluster without any has
+        no row (a DataFrame, so a rule can join it without a Spark job of its own)."""
+        from auditor.model import coordinator
 
-        return self.table("transaction_log").groupBy("cluster_id").agg(
-            F.countDistinct("partition").alias("coordinator_partitions"))
+        return coordinator.coordinator_partitions(self.table("transaction_log"))
 
     @view()
     def coordinator_records(self):
         """``__transaction_state`` transaction records, one copy per offset
-        (:func:`auditor.engine.coordinator.records`); persisted: several rules read them."""
-        from auditor.engine import coordinator
+        (:func:`auditor.model.coordinator.records`); persisted: several rules read them."""
+        from auditor.model import coordinator
 
         return self.persist(coordinator.records(self.table("transaction_log")))
 
     @view(uses=("coordinator_records",))
     def coordinator_history(self):
-        """Each coordinator record with the id's previous one (:func:`auditor.engine.coordinator.history`), persisted."""
-        from auditor.engine import coordinator
+        """Each coordinator record with the id's previous one (:func:`auditor.model.coordinator.history`), persisted."""
+        from auditor.model import coordinator
 
         return self.persist(coordinator.history(self.coordinator_records))
 
     @view(uses=("coordinator_records",))
     def coordinator_latest(self):
         """The latest ``__transaction_state`` record per transactional id (tombstones included)."""
-        from auditor.engine import coordinator
+        from auditor.model import coordinator
 
         return coordinator.latest(self.coordinator_records)
 
     @view()
     def producer_transactional_ids(self):
-        """(cluster_id, producer_id, transactional_id) the coordinator ever recorded."""
-        from pyspark.sql import functions as F
+        """(cluster_id, producer_id, transactional_id) the coordinator ever recorded
+        (:func:`auditor.model.coordinator.producer_transactional_ids`)."""
+        from auditor.model import coordinator
 
-        tl = self.table("transaction_log").where("record_type = 'transaction' AND NOT is_tombstone")
-        ids = tl.select("cluster_id", F.col("producer_id"), "transactional_id").union(
-            tl.where("previous_producer_id >= 0").select("cluster_id", F.col("previous_producer_id").alias("producer_id"), "transactional_id")
-        ).union(tl.where("next_producer_id >= 0").select("cluster_id", F.col("next_producer_id").alias("producer_id"), "transactional_id"))
-        return ids.where("producer_id >= 0").distinct()
+        return coordinator.producer_transactional_ids(self.table("transaction_log"))
 
     # -- what the input holds (auditor.model.coverage) ------------------------
     @cached_property
@@ -461,113 +459,41 @@ class AuditContext:
 
         return self._small_df(self.coverage.coordinator, COORDINATOR_COVERAGE_SCHEMA)
 
-    # -- partitions ----------------------------------------------------------
+    # -- partitions, configuration (auditor.model.replica, auditor.model.config) ------
     @view(uses=("compacted_topics", "replica_coverage", "log_dir_coverage"))
     def partitions(self):
         """Per replica: log start/end, high watermark, newest timestamp, compaction, and
-        what the input shows of them (:mod:`auditor.model.coverage`): ``log_start_known``
-        (every segment of the directory and the log dir's log-start-offset-checkpoint
-        given), ``log_end_known`` (no later segment left out, the high watermark not
-        beyond the last given batch), the segments left out."""
-        from pyspark.sql import functions as F
+        what the input shows of them (:func:`auditor.model.replica.replica_facts`):
+        ``log_start_known`` (every segment of the directory and the log dir's
+        log-start-offset-checkpoint given), ``log_end_known`` (no later segment left
+        out, the high watermark not beyond the last given batch), the segments left out."""
+        from auditor.model import replica
 
-        b = self.table("batches").where("source = 'segment'")
-        p = b.groupBy(*REPLICA).agg(
-            F.min("base_offset").alias("first_batch_offset"),
-            (F.max("last_offset") + 1).alias("log_end_offset"),
-            F.min("segment_base_offset").alias("first_segment_base_offset"),
-            F.max("max_timestamp").alias("max_timestamp"),
-            F.sum(F.when((F.col("magic") == 2) & (F.col("record_count") < F.col("last_offset_delta") + 1), 1).otherwise(0)).alias("compacted_batches"),
-            F.sum(F.when(F.col("has_delete_horizon"), 1).otherwise(0)).alias("delete_horizon_batches"),
-        )
-        cp = self.table("checkpoints")
-        keys = [F.col("cluster_id"), F.col("broker_id"), F.col("log_dir"), F.col("topic"), F.col("partition")]
-        hw = cp.where("checkpoint_kind = 'replication-offset'").groupBy(*keys).agg(F.max("offset").alias("high_watermark"))
-        ls = cp.where("checkpoint_kind = 'log-start-offset'").groupBy(*keys).agg(F.max("offset").alias("checkpoint_log_start_offset"))
-        p = p.join(hw, REPLICA, "left").join(ls, REPLICA, "left")
-        p = p.withColumn(
-            "log_start_offset",
-            F.greatest(F.coalesce("checkpoint_log_start_offset", F.lit(0)), F.coalesce("first_segment_base_offset", F.lit(0))),
-        )
-        # the cleaner ran on the partition if any replica shows it: batches it emptied or thinned, a
-        # delete horizon it stamped, or an entry of the partition in a cleaner-offset-checkpoint
-        # (replicas clean independently: a lagging one may show nothing yet)
-        from pyspark.sql import Window
-
-        cleaned = cp.where("checkpoint_kind = 'cleaner-offset'").select("cluster_id", "topic", "partition").distinct() \
-            .withColumn("cleaner_checkpoint", F.lit(True))
-        p = p.join(cleaned, ["cluster_id", "topic", "partition"], "left")
-        seen = (F.col("compacted_batches") > 0) | (F.col("delete_horizon_batches") > 0) | F.coalesce("cleaner_checkpoint", F.lit(False))
-        p = p.withColumn("cleaned_by_cleaner", F.max(seen.cast("int")).over(
-            Window.partitionBy("cluster_id", "topic", "partition")) == 1)
-        compact = self.compacted_topics
-        p = p.join(compact, ["cluster_id", "topic"], "left").withColumn(
-            "is_compacted",
-            F.coalesce(F.col("config_compact"), F.lit(False)) | F.col("topic").isin(*INTERNAL_COMPACTED) | F.col("cleaned_by_cleaner"),
-        )
-        cov = self.replica_coverage.drop("broker_id")
-        p = p.join(F.broadcast(cov), ["cluster_id", "log_dir", "topic", "partition"], "left")
-        dirs = self.log_dir_coverage.drop("broker_id", "producer_id_expiration_known")
-        p = p.join(F.broadcast(dirs), ["cluster_id", "log_dir"], "left")
-        zero = F.lit(0)
-        p = p.withColumns({
-            "given_as": F.coalesce("given_as", F.lit("directory")),
-            "earlier_segments_not_given": F.coalesce("earlier_segments_not_given", zero),
-            "later_segments_not_given": F.coalesce("later_segments_not_given", zero),
-            "segments_not_given_between": F.coalesce("segments_not_given_between", zero),
-            # a log dir the inventory does not list (hand-made tables) is taken as given whole
-            "log_start_checkpoint_given": F.coalesce("log_start_checkpoint_given", F.lit(True)),
-        })
-        p = p.withColumns({
-            "log_start_known": (F.col("earlier_segments_not_given") == 0) & F.col("log_start_checkpoint_given"),
-            "log_end_known": (F.col("later_segments_not_given") == 0)
-            & F.coalesce(F.col("high_watermark") <= F.col("log_end_offset"), F.lit(True)),
-        })
-        return self.persist(p)
+        return self.persist(replica.replica_facts(self.table("batches"), self.table("checkpoints"), self.compacted_topics,
+                                                  self.replica_coverage, self.log_dir_coverage))
 
     @view(uses=("log_dir_coverage",))
     def producer_id_expiration(self):
         """(cluster_id, broker_id, producer_id_expiration_ms, producer_id_expiration_known): the broker's
         ``producer.id.expiration.ms`` as a dynamic config in the metadata log (its own
         record, else the cluster-wide default), for every broker of the dump; the
-        ``AuditOptions.producer_id_expiration_ms`` (Kafka's default, 1 day) otherwise."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
+        ``AuditOptions.producer_id_expiration_ms`` (Kafka's default, 1 day) otherwise
+        (:func:`auditor.model.config.producer_id_expiration`)."""
+        from auditor.model import config
 
-        brokers = self.table("batches").select("cluster_id", "broker_id").distinct()
-        # whether the input can show the setting (auditor.model.coverage): a KRaft broker's partitions given
-        # without the cluster's metadata log cannot
-        known = self.log_dir_coverage.groupBy("cluster_id", "broker_id").agg(
-            F.min(F.col("producer_id_expiration_known").cast("int")).alias("_known"))
-        brokers = brokers.join(F.broadcast(known), ["cluster_id", "broker_id"], "left").select(
-            "cluster_id", "broker_id", F.coalesce(F.col("_known") == 1, F.lit(True)).alias("producer_id_expiration_known"))
-        default = F.lit(self.options.producer_id_expiration_ms).cast("long")
-        if not self.has_rows("metadata_records"):
-            return brokers.withColumn("producer_id_expiration_ms", default)
-        c = self.table("metadata_records").where(
-            "record_type = 'CONFIG_RECORD' AND config_resource_type = 4 AND config_name = 'producer.id.expiration.ms'")
-        w = Window.partitionBy("cluster_id", "config_resource_name").orderBy(F.col("offset").desc())
-        c = c.withColumn("_rn", F.row_number().over(w)).where("_rn = 1").select(
-            "cluster_id", F.col("config_resource_name").alias("_name"), F.col("config_value").cast("long").alias("_v"))
-        own = c.where("_name != ''").select("cluster_id", F.col("_name").cast("int").alias("broker_id"), F.col("_v").alias("_own"))
-        cluster = c.where("_name = ''").select("cluster_id", F.col("_v").alias("_cluster"))
-        return (brokers.join(own, ["cluster_id", "broker_id"], "left").join(cluster, "cluster_id", "left")
-                .select("cluster_id", "broker_id", "producer_id_expiration_known",
-                        F.coalesce("_own", "_cluster", default).alias("producer_id_expiration_ms")))
+        batches, coverage = self.table("batches"), self.log_dir_coverage
+        md = self.table("metadata_records") if self.has_rows("metadata_records") else None
+        return config.producer_id_expiration(batches, coverage, md, default_ms=self.options.producer_id_expiration_ms)
 
     @view()
     def compacted_topics(self):
-        """(cluster, topic) whose latest ``cleanup.policy`` in the metadata log includes compact."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
+        """(cluster, topic, config_compact): the latest ``cleanup.policy`` of each topic in the
+        metadata log (:func:`auditor.model.config.compacted_topics`)."""
+        from auditor.model import config
 
         if not self.has_rows("metadata_records"):
-            return self.spark.createDataFrame([], "cluster_id string, topic string, config_compact boolean")
-        c = self.table("metadata_records").where("record_type = 'CONFIG_RECORD' AND config_resource_type = 2 AND config_name = 'cleanup.policy'")
-        w = Window.partitionBy("cluster_id", "config_resource_name").orderBy(F.col("offset").desc())
-        c = c.withColumn("_rn", F.row_number().over(w)).where("_rn = 1")
-        return c.select("cluster_id", F.col("config_resource_name").alias("topic"),
-                        F.coalesce(F.col("config_value").contains("compact"), F.lit(False)).alias("config_compact"))
+            return self._small_df([], config.COMPACTED_TOPICS_SCHEMA)
+        return config.compacted_topics(self.table("metadata_records"))
 
 
 def _parquet_schema(path: Path):

@@ -161,13 +161,13 @@ def _records(tables_dir: Path, transactional_id: str) -> list[dict[str, Any]]:
     """Every ``transaction_log`` row for the id, one copy per (cluster, partition,
     offset): several brokers replicate a ``__transaction_state`` partition, and
     the lowest broker id's copy is kept — the audit's choice too
-    (:func:`auditor.engine.coordinator.records`), here with pyarrow so the lookup needs no Spark."""
+    (:func:`auditor.model.coordinator.records`), here with pyarrow so the lookup needs no Spark."""
     import pyarrow.compute as pc
 
     d = _dataset(tables_dir, "transaction_log")
     if d is None:
         return []
-    from auditor.engine.livelog import decide_for_tables
+    from auditor.model.livelog import decide_for_tables
 
     cols = [c for c in _RECORD_COLUMNS if c in d.schema.names] + ["file", "batch_position"]
     rows = d.to_table(columns=cols, filter=pc.field("transactional_id") == transactional_id).to_pylist()

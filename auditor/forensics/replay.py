@@ -1,7 +1,7 @@
 """Replay one partition replica's batches in offset order, interleaved with coordinator records.
 
 The state is the producer-state model's reference execution
-(:class:`auditor.producer_state.reference.ProducerStateManager`): each batch is
+(:class:`auditor.model.producer_state.reference.ProducerStateManager`): each batch is
 applied as the broker applies it, and the last stable offset (LSO) at every
 point is the model's (``ProducerStateManager.last_stable_offset``), asked with
 the log end as the high watermark -- the dump holds no history of the HW --
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Mapping
 
-from auditor.producer_state.reference import ProducerStateEntry, ProducerStateManager, effective_high_watermark, is_marker
+from auditor.model.producer_state.reference import ProducerStateEntry, ProducerStateManager, effective_high_watermark, is_marker
 
 COMMON_KEYS = ("event", "source", "time_ms", "time", "offset", "last_offset", "producer_id", "producer_epoch",
                "transactional_id", "lso", "log_end", "detail")

@@ -6,12 +6,13 @@ sorts, and the rows are streamed to the driver with ``toLocalIterator`` into
 :class:`auditor.forensics.replay.Replay`. What *is* collected is small by
 construction: the replicas of the partition, the open transactions at the
 start of the view (at most one per producer), the producer id -> transactional
-id map of the producers involved, and the high watermark.
+id map of the producers involved, and the replica's high watermark and log start
+(the model's: :func:`auditor.model.replica.log_bounds`).
 
 Two shortcuts keep a bounded view exact without replaying the prefix:
 
 * the open transactions at ``--from`` are the producer-state model's
-  transactions of the replica (:mod:`auditor.producer_state.spark`) opened
+  transactions of the replica (:mod:`auditor.model.producer_state.spark`) opened
   before it and not closed before it;
 * with ``--producer-id`` only that producer's batches are streamed, plus every
   other producer's transaction *edges* (the first data batch and the marker of
@@ -173,7 +174,7 @@ class Timeline:
 
     def _transactions(self):
         """The replica's transactions, from the producer-state model (one partition: small)."""
-        from auditor.producer_state import spark as model
+        from auditor.model.producer_state import spark as model
 
         return model.transactions(model.producer_batches(self._rows()))
 
@@ -189,7 +190,7 @@ class Timeline:
 
     def open_at(self, lo: int) -> list[tuple[int, int, int]]:
         """Open transactions just before offset ``lo``: (producer id, first offset, epoch)."""
-        from auditor.producer_state import spark as model
+        from auditor.model.producer_state import spark as model
 
         if lo <= 0:
             return []
@@ -285,19 +286,27 @@ class Timeline:
             last = key
             yield r.asDict(recursive=True)
 
-    def high_watermark(self) -> int | None:
-        """The replica's ``replication-offset-checkpoint`` entry (the HW at the dump)."""
+    def log_bounds(self) -> dict[str, Any]:
+        """The chosen replica's ``high_watermark`` (its ``replication-offset-checkpoint``
+        entry, None without one) and ``log_start_offset``, as the model derives them for
+        the audit (:func:`auditor.model.replica.log_bounds` on this replica's rows): one
+        small job. The replay counts with the high watermark capped at the log end, the
+        log end when there is none (``reference.effective_high_watermark``)."""
         from pyspark.sql import functions as F
+
+        from auditor.model import replica as model
 
         rep = self.replica
         assert rep is not None
-        if not (self.ctx.tables_dir / "checkpoints").is_dir():
-            return None  # ingested with --table and without checkpoints
-        row = self.ctx.table("checkpoints").where(
-            (F.col("checkpoint_kind") == "replication-offset") & (F.col("cluster_id") == rep.cluster_id)
-            & (F.col("log_dir") == rep.log_dir) & (F.col("topic") == self.req.topic)
-            & (F.col("partition") == self.req.partition)).agg(F.max("offset").alias("hw")).first()
-        return None if row is None else row["hw"]
+        cp = None
+        if (self.ctx.tables_dir / "checkpoints").is_dir():  # not when ingested with --table and without checkpoints
+            cp = self.ctx.table("checkpoints").where(
+                (F.col("cluster_id") == rep.cluster_id) & (F.col("log_dir") == rep.log_dir)
+                & (F.col("topic") == self.req.topic) & (F.col("partition") == self.req.partition))
+        row = model.log_bounds(self._rows(), cp).select("high_watermark", "log_start_offset").first()
+        if row is None:
+            return {"high_watermark": None, "log_start_offset": None}
+        return row.asDict()
 
     # -- all together ---------------------------------------------------------------------
     def events(self) -> Iterator[dict[str, Any]]:
@@ -307,13 +316,15 @@ class Timeline:
         lo, hi = self.offset_range()
         reaches_end = hi is None or hi >= rep.log_end - 1
         tid_by_pid, ids = self.transactional_ids()
+        bounds = self.log_bounds()
         opts = ReplayOptions(
             topic=r.topic, partition=r.partition, producer_id=r.producer_id, summary=r.summary, bounded_from=lo > rep.first_offset,
             coord_from_ms=r.start.time_ms if r.start else None, coord_to_ms=r.stop.time_ms if r.stop else None,
             from_is_offset=bool(r.start and r.start.offset is not None),
             to_is_offset=bool(r.stop and r.stop.offset is not None),
             end_offset=rep.log_end if reaches_end else min(hi + 1, rep.log_end),
-            high_watermark=self.high_watermark() if reaches_end else None,
+            high_watermark=bounds["high_watermark"] if reaches_end else None,
+            log_start_offset=bounds["log_start_offset"],
         )
         replay = Replay(opts, tid_by_pid, self.open_at(lo))
         yield from replay.run(self.batch_stream(lo, hi), self.coordinator_stream(ids))

@@ -12,6 +12,14 @@ view of the coordinator's state derives from it:
   for an id are a suffix of its history: consecutive rows are consecutive
   state changes;
 * :func:`latest` — the newest record per transactional id.
+
+And from every copy, as the coordinator's state holds them:
+
+* :func:`producer_transactional_ids` — each producer id a record names (current,
+  previous or next) with its transactional id;
+* :func:`coordinator_partitions` — how many ``__transaction_state`` partitions of a
+  cluster the input holds records of (what was *given* against what the cluster
+  has is :mod:`auditor.model.coverage`'s).
 """
 
 from __future__ import annotations
@@ -56,3 +64,25 @@ def latest(recs, *, tombstones: bool = True):
     r = recs if tombstones else recs.where("NOT is_tombstone")
     w = Window.partitionBy(*HISTORY_KEY).orderBy(F.col("offset").desc())
     return r.withColumn("_rn", F.row_number().over(w)).where("_rn = 1").drop("_rn")
+
+
+def producer_transactional_ids(transaction_log):
+    """(cluster_id, producer_id, transactional_id) the coordinator ever recorded: the
+    producer id of every live transaction record, and the previous and next ones it
+    names (an epoch bump or a fenced producer's successor), distinct."""
+    from pyspark.sql import functions as F
+
+    tl = transaction_log.where("record_type = 'transaction' AND NOT is_tombstone")
+    ids = tl.select("cluster_id", F.col("producer_id"), "transactional_id").union(
+        tl.where("previous_producer_id >= 0").select("cluster_id", F.col("previous_producer_id").alias("producer_id"), "transactional_id")
+    ).union(tl.where("next_producer_id >= 0").select("cluster_id", F.col("next_producer_id").alias("producer_id"), "transactional_id"))
+    return ids.where("producer_id >= 0").distinct()
+
+
+def coordinator_partitions(transaction_log):
+    """Per cluster (``cluster_id``, ``coordinator_partitions``): how many
+    ``__transaction_state`` partitions ``transaction_log`` holds records of; a cluster
+    without any has no row."""
+    from pyspark.sql import functions as F
+
+    return transaction_log.groupBy("cluster_id").agg(F.countDistinct("partition").alias("coordinator_partitions"))

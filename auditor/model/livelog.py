@@ -33,7 +33,7 @@ The rules applied to each partition directory, in the loader's order:
 
 Producer snapshots go with rules 2-4 like any offset-named file; which live
 snapshot seeds the producer state is the model's business
-(:func:`auditor.producer_state.reference.load_replica`).
+(:func:`auditor.model.producer_state.reference.load_replica`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The one classification of every open transaction, and its one age.
 
 A transaction is *open* on a replica when transactional data of a producer has no
-COMMIT/ABORT marker after it (:func:`auditor.producer_state.spark.transactions`).
+COMMIT/ABORT marker after it (:func:`auditor.model.producer_state.spark.transactions`).
 What that means depends on evidence the input may or may not hold, so the
 classification lives here, once, and ``hanging-transaction``, ``stuck-lso``, the
 report and the forensic commands read it:
@@ -32,7 +32,7 @@ Other times (how long the LSO has trailed the newest data) are separate evidence
 
 from __future__ import annotations
 
-from auditor.producer_state.spark import REPLICA
+from auditor.model.producer_state.spark import REPLICA
 
 VERDICTS = ("in-flight", "late-write", "unknown-to-coordinator", "hanging", "undetermined")
 # verdicts after which the pinned LSO will not move without an administrator

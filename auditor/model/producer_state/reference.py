@@ -1,7 +1,7 @@
 """The producer-state model in plain Python: Kafka's ``ProducerStateManager``, one batch at a time.
 
 This is the reference execution of the model (the Spark derivation in
-:mod:`auditor.producer_state.spark` computes the same thing over whole tables,
+:mod:`auditor.model.producer_state.spark` computes the same thing over whole tables,
 and a property test holds the two equal). The forensic ``timeline`` replays a
 partition through it, and the broker-oracle test compares it with Kafka's own
 log loading, so its rules are taken from Kafka's storage code, names included:
@@ -238,8 +238,16 @@ class ProducerStateManager:
 def effective_high_watermark(checkpoint: int | None, log_end_offset: int) -> int:
     """The high watermark the model counts with: the checkpointed one (``replication-offset-checkpoint``)
     capped at the log end, the log end when there is none (:func:`load_replica`; the Spark form is
-    ``hw`` of :func:`auditor.producer_state.spark.last_stable_offsets`)."""
+    ``hw`` of :func:`auditor.model.producer_state.spark.last_stable_offsets`)."""
     return log_end_offset if checkpoint is None else min(checkpoint, log_end_offset)
+
+
+def log_start_offset(checkpoint: int | None, first_segment_base_offset: int | None) -> int:
+    """The log start the model counts with (``LogLoader.load``): the larger of the log dir's
+    ``log-start-offset-checkpoint`` entry and the first segment's base offset, either taken
+    as 0 when unknown (the Spark form is ``log_start_offset`` of
+    :func:`auditor.model.replica.log_bounds`)."""
+    return max(checkpoint or 0, first_segment_base_offset or 0)
 
 
 def is_expired(e: ProducerStateEntry, now_ms: int, expiration_ms: int) -> bool:
@@ -353,7 +361,7 @@ def replay(batches: Iterable[Mapping[str, Any]], psm: ProducerStateManager | Non
 
 def transactions(batches: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every transaction of a replica's log from a full replay: the reference for
-    :func:`auditor.producer_state.spark.transactions` (same columns, minus the
+    :func:`auditor.model.producer_state.spark.transactions` (same columns, minus the
     replica key). A marker that closes nothing is a ``marker-only`` row."""
     psm = ProducerStateManager()
     open_rows: dict[int, dict[str, Any]] = {}

@@ -1,4 +1,4 @@
-"""The producer-state model as Spark derivations (see :mod:`auditor.producer_state.reference`).
+"""The producer-state model as Spark derivations (see :mod:`auditor.model.producer_state.reference`).
 
 Every function takes DataFrames and returns a DataFrame; none collects. They
 are written over one ordering — (replica, producer id, base offset) — and the
@@ -164,7 +164,7 @@ def last_stable_offsets(txns, partitions):
     producer snapshot at the log end (written at a clean shutdown, or by recovery
     after an unclean one), which does not keep them — they hold a running
     broker's LSO only until its followers fetch the marker
-    (:func:`auditor.producer_state.reference.load_replica` does the same).
+    (:func:`auditor.model.producer_state.reference.load_replica` does the same).
 
     Columns added: ``hw``, ``first_unstable_offset``, ``last_stable_offset``,
     ``open_transactions`` (how many are open) and the earliest open transaction

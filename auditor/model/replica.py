@@ -1,0 +1,115 @@
+"""A replica's log as its broker reports it: log start, log end, high watermark, compaction.
+
+Per replica (cluster_id, broker_id, log_dir, topic, partition), from the live
+log's segment batches and the log dir's checkpoints:
+
+* **log end** — the offset after the last batch (``UnifiedLog.logEndOffset``);
+* **high watermark** — the ``replication-offset-checkpoint`` entry
+  (``high_watermark``, null without one). The model counts with it capped at the
+  log end, the log end when there is none
+  (:func:`auditor.model.producer_state.reference.effective_high_watermark`;
+  ``hw`` of :func:`auditor.model.producer_state.spark.last_stable_offsets`);
+* **log start** — the larger of the ``log-start-offset-checkpoint`` entry and the
+  first segment's base offset (``LogLoader.load``;
+  :func:`auditor.model.producer_state.reference.log_start_offset` is the same rule
+  for one replica);
+* **compaction** — whether the cleaner runs on the partition (``cleanup.policy``
+  from :mod:`auditor.model.config`, the internal topics, or traces of the cleaner in
+  any replica);
+* **what the input shows of them** (:mod:`auditor.model.coverage`).
+
+Every function takes DataFrames and returns one; none collects or persists (the
+audit context persists :func:`replica_facts`, the ``partitions`` view; the
+forensic timeline runs :func:`log_bounds` on its one replica's rows).
+"""
+
+from __future__ import annotations
+
+from auditor.model.producer_state.spark import REPLICA
+
+INTERNAL_COMPACTED = ("__consumer_offsets", "__transaction_state")
+
+
+def log_bounds(batches, checkpoints=None):
+    """Per replica of ``batches`` (the live log's ``batches`` rows; only ``source =
+    'segment'`` ones are read): ``first_batch_offset``, ``log_end_offset``,
+    ``first_segment_base_offset``, ``max_timestamp``, ``compacted_batches`` (batches
+    the cleaner thinned), ``delete_horizon_batches``, ``high_watermark`` (the
+    replication checkpoint's entry), ``checkpoint_log_start_offset`` and
+    ``log_start_offset`` (the larger of that entry and the first segment's base
+    offset, 0 for an unknown one: :func:`~auditor.model.producer_state.reference.log_start_offset`).
+
+    ``checkpoints``: the ``checkpoints`` table, or None when the input has none
+    (both checkpoint columns are then null)."""
+    from pyspark.sql import functions as F
+
+    b = batches.where("source = 'segment'")
+    p = b.groupBy(*REPLICA).agg(
+        F.min("base_offset").alias("first_batch_offset"),
+        (F.max("last_offset") + 1).alias("log_end_offset"),
+        F.min("segment_base_offset").alias("first_segment_base_offset"),
+        F.max("max_timestamp").alias("max_timestamp"),
+        F.sum(F.when((F.col("magic") == 2) & (F.col("record_count") < F.col("last_offset_delta") + 1), 1).otherwise(0)).alias("compacted_batches"),
+        F.sum(F.when(F.col("has_delete_horizon"), 1).otherwise(0)).alias("delete_horizon_batches"),
+    )
+    if checkpoints is None:
+        p = p.withColumns({"high_watermark": F.lit(None).cast("long"), "checkpoint_log_start_offset": F.lit(None).cast("long")})
+    else:
+        keys = [F.col("cluster_id"), F.col("broker_id"), F.col("log_dir"), F.col("topic"), F.col("partition")]
+        hw = checkpoints.where("checkpoint_kind = 'replication-offset'").groupBy(*keys).agg(F.max("offset").alias("high_watermark"))
+        ls = checkpoints.where("checkpoint_kind = 'log-start-offset'").groupBy(*keys).agg(
+            F.max("offset").alias("checkpoint_log_start_offset"))
+        p = p.join(hw, REPLICA, "left").join(ls, REPLICA, "left")
+    return p.withColumn(
+        "log_start_offset",
+        F.greatest(F.coalesce("checkpoint_log_start_offset", F.lit(0)), F.coalesce("first_segment_base_offset", F.lit(0))),
+    )
+
+
+def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_dir_coverage):
+    """:func:`log_bounds` per replica, with compaction and what the input shows of the log:
+
+    * ``cleaned_by_cleaner``, ``is_compacted``: the cleaner ran on the partition if any
+      replica shows it (batches it emptied or thinned, a delete horizon it stamped, an
+      entry of the partition in a cleaner-offset-checkpoint: replicas clean
+      independently, a lagging one may show nothing yet); the partition is compacted
+      if so, if its topic's ``cleanup.policy`` includes compact
+      (``compacted_topics``: :func:`auditor.model.config.compacted_topics`), or if it
+      is an internal compacted topic;
+    * from ``replica_coverage`` and ``log_dir_coverage`` (:mod:`auditor.model.coverage`):
+      ``given_as``, the segments left out, ``log_start_checkpoint_given``, and
+      ``log_start_known`` (every segment of the directory and the log dir's
+      log-start-offset-checkpoint given), ``log_end_known`` (no later segment left
+      out, the high watermark not beyond the last given batch)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    p = log_bounds(batches, checkpoints)
+    cleaned = checkpoints.where("checkpoint_kind = 'cleaner-offset'").select("cluster_id", "topic", "partition").distinct() \
+        .withColumn("cleaner_checkpoint", F.lit(True))
+    p = p.join(cleaned, ["cluster_id", "topic", "partition"], "left")
+    seen = (F.col("compacted_batches") > 0) | (F.col("delete_horizon_batches") > 0) | F.coalesce("cleaner_checkpoint", F.lit(False))
+    p = p.withColumn("cleaned_by_cleaner", F.max(seen.cast("int")).over(
+        Window.partitionBy("cluster_id", "topic", "partition")) == 1)
+    p = p.join(compacted_topics, ["cluster_id", "topic"], "left").withColumn(
+        "is_compacted",
+        F.coalesce(F.col("config_compact"), F.lit(False)) | F.col("topic").isin(*INTERNAL_COMPACTED) | F.col("cleaned_by_cleaner"),
+    )
+    cov = replica_coverage.drop("broker_id")
+    p = p.join(F.broadcast(cov), ["cluster_id", "log_dir", "topic", "partition"], "left")
+    dirs = log_dir_coverage.drop("broker_id", "producer_id_expiration_known")
+    p = p.join(F.broadcast(dirs), ["cluster_id", "log_dir"], "left")
+    zero = F.lit(0)
+    p = p.withColumns({
+        "given_as": F.coalesce("given_as", F.lit("directory")),
+        "earlier_segments_not_given": F.coalesce("earlier_segments_not_given", zero),
+        "later_segments_not_given": F.coalesce("later_segments_not_given", zero),
+        "segments_not_given_between": F.coalesce("segments_not_given_between", zero),
+        # a log dir the inventory does not list (hand-made tables) is taken as given whole
+        "log_start_checkpoint_given": F.coalesce("log_start_checkpoint_given", F.lit(True)),
+    })
+    return p.withColumns({
+        "log_start_known": (F.col("earlier_segments_not_given") == 0) & F.col("log_start_checkpoint_given"),
+        "log_end_known": (F.col("later_segments_not_given") == 0)
+        & F.coalesce(F.col("high_watermark") <= F.col("log_end_offset"), F.lit(True)),
+    })
