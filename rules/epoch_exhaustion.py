@@ -108,8 +108,8 @@ def run(ctx):
         from auditor.model import coordinator
 
         known = F.broadcast(g.select("cluster_id", "producer_id"))
-        ids = ctx.producer_transactional_ids.join(known, ["cluster_id", "producer_id"]).groupBy(
-            "cluster_id", "producer_id").agg(F.min("transactional_id").alias("tid"))
+        ids = coordinator.transactional_id_of(ctx.producer_transactional_ids.join(known, ["cluster_id", "producer_id"])
+                                              ).withColumnRenamed("transactional_id", "tid")
         g = g.join(ids, ["cluster_id", "producer_id"], "left").withColumn(
             "transactional_id", F.coalesce("transactional_id", "tid")).drop("tid")
         mine = ctx.coordinator_records.join(

@@ -120,8 +120,8 @@ def test_html_card_prints_the_models_lso(spark, tables, replica, tmp_path):
     _, model = replica
     assert model["last_stable_offset"] < model["hw"]  # pinned
     findings = tmp_path / "findings"
-    res = CliRunner().invoke(cli, ["audit", str(tables), "--out", str(findings), "--rule", "stuck-lso", "--quiet",
-                                   "--format", "json"])
+    res = CliRunner().invoke(cli, ["audit", str(tables), "--out", str(findings), "--rule", "stuck-lso",
+                                   "--rule", "hanging-transaction", "--quiet", "--format", "json"])
     assert res.exit_code in (0, 1), res.output
     plots = json.loads((findings / "_plots.json").read_text())
     assert plots["version"] == 2
@@ -137,3 +137,9 @@ def test_html_card_prints_the_models_lso(spark, tables, replica, tmp_path):
     assert f"high watermark {model['hw']}" in card
     # the chart's series still ends where the model is (a different, time-bucketed quantity)
     assert part["lso_lag"][-1]["lso"] == model["last_stable_offset"]
+    # the open transaction's bar carries the model's verdict and age: what hanging-transaction reports
+    found = json.loads(res.stdout)["findings"]
+    h = next(f for f in found if f["rule"] == "hanging-transaction" and f["topic"] == TOPIC)
+    open_sessions = [s for s in part["sessions"] if s["state"] == "open"]
+    assert [(s["verdict"], s["age_ms"]) for s in open_sessions] == [(h["kind"], h["duration_ms"])]
+    assert f"no marker: {h['kind']}, open for" in card

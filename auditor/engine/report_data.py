@@ -31,7 +31,7 @@ MAX_PLOT_PARTITIONS = 40  # partitions with findings that get plots (most severe
 MAX_SESSION_TRANSACTIONS = 400  # per partition: every open transaction plus the newest others
 
 
-VIEWS_READ = ("as_of", "last_stable_offsets", "producer_transactional_ids", "transactions")  # see AuditContext
+VIEWS_READ = ("as_of", "last_stable_offsets", "producer_transactional_ids", "transaction_verdicts", "transactions")  # see AuditContext
 
 
 def sort_key(v: Any) -> tuple:
@@ -318,10 +318,14 @@ def plot_queries(ctx, stats: list[dict], keys: "list[tuple] | None" = None) -> d
     w = Window.partitionBy(*REPLICA).orderBy(F.coalesce("first_offset", "marker_offset").desc())
     sess = _join_replica(ctx.transactions, rng.select(*REPLICA))
     if ctx.has_coordinator_log:
-        ids = ctx.producer_transactional_ids.groupBy("cluster_id", "producer_id").agg(F.min("transactional_id").alias("transactional_id"))
-        sess = sess.join(ids, ["cluster_id", "producer_id"], "left")
+        from auditor.model.coordinator import transactional_id_of
+
+        sess = sess.join(transactional_id_of(ctx.producer_transactional_ids), ["cluster_id", "producer_id"], "left")
     else:
         sess = sess.withColumn("transactional_id", F.lit(None).cast("string"))
+    # an open transaction's verdict and age are the model's (auditor.model.verdicts)
+    verdict = ctx.transaction_verdicts.select(*REPLICA, "producer_id", "first_offset", "verdict", "age_ms")
+    sess = sess.join(verdict, [*REPLICA, "producer_id", "first_offset"], "left")
     sess = (sess.withColumn("_rn", F.row_number().over(w))
             .withColumn("_total", F.count(F.lit(1)).over(Window.partitionBy(*REPLICA)))
             .where((F.col("_rn") <= MAX_SESSION_TRANSACTIONS) | (F.col("state") == "open"))
@@ -329,7 +333,7 @@ def plot_queries(ctx, stats: list[dict], keys: "list[tuple] | None" = None) -> d
                     F.col("data_epoch_max").alias("producer_epoch"), "marker_epoch", "state",
                     "first_offset", F.col("last_data_offset").alias("last_offset"), "first_timestamp",
                     F.col("last_data_timestamp").alias("last_timestamp"), "marker_offset", "marker_type",
-                    "marker_timestamp", "coordinator_epoch", "data_batches"))
+                    "marker_timestamp", "coordinator_epoch", "data_batches", "verdict", "age_ms"))
 
     # the partition's current offsets and LSO: the producer-state model's (never recomputed here)
     hw_rows = _join_replica(ctx.last_stable_offsets, rng.select(*REPLICA)).select(

@@ -79,6 +79,15 @@ def producer_transactional_ids(transaction_log):
     return ids.where("producer_id >= 0").distinct()
 
 
+def transactional_id_of(ids):
+    """One transactional id per (cluster_id, producer_id) of :func:`producer_transactional_ids`
+    rows (the least, should a producer id have served several ids): the name the verdicts,
+    rules and reports give a producer."""
+    from pyspark.sql import functions as F
+
+    return ids.groupBy("cluster_id", "producer_id").agg(F.min("transactional_id").alias("transactional_id"))
+
+
 def coordinator_partitions(transaction_log):
     """Per cluster (``cluster_id``, ``coordinator_partitions``): how many
     ``__transaction_state`` partitions ``transaction_log`` holds records of; a cluster

@@ -67,7 +67,9 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
     session_had_marker = F.col("prev_marker_epoch").isNotNull() & (F.col("data_epoch_min") <= F.col("prev_marker_epoch"))
 
     if coordinator is not None:
-        ids = coordinator["ids"].groupBy("cluster_id", "producer_id").agg(F.min("transactional_id").alias("transactional_id"))
+        from auditor.model.coordinator import transactional_id_of
+
+        ids = transactional_id_of(coordinator["ids"])
         latest = coordinator["latest"].select(
             "cluster_id", "transactional_id", F.col("state").alias("coordinator_state"),
             F.col("producer_id").alias("coordinator_producer_id"), "transaction_timeout_ms", "start_timestamp_ms",

@@ -224,7 +224,9 @@ def session_chart(part: dict, findings: list[tuple[int, dict]]) -> str:
         cls = {"commit": "commit", "abort": "abort", "open": "open"}.get(state, "marker-only")
         marker = (f"{s.get('marker_type')} marker at offset {s.get('marker_offset')} (epoch {s.get('marker_epoch')}, "
                   f"coordinator epoch {s.get('coordinator_epoch')}) at {format_time(s.get('marker_timestamp'))}"
-                  if s.get("marker_offset") is not None else "no marker: open")
+                  if s.get("marker_offset") is not None else
+                  f"no marker: {s.get('verdict') or 'open'}"
+                  + (f", open for {format_duration(s['age_ms'])}" if s.get("age_ms") is not None else ""))
         tip = (f"producer {s['producer_id']} epoch {s.get('producer_epoch')}: offsets {s.get('first_offset')}–{s.get('last_offset')} "
                f"from {format_time(s.get('first_timestamp'))}; {marker}")
         parts.append(f'<rect class="txn bar {cls}" x="{x0}" y="{cy - 7}" width="{max(2.0, round(x1 - x0, 2))}" height="14" rx="2">'
