@@ -17,7 +17,9 @@ carry the producer's id and epoch but are appended by the group coordinator,
 whose appends are never sequence-checked. On compacted topics the cleaner
 removes whole batches (``LogCleaner``: all but a producer's last one), so a
 ``gap`` there is what compaction leaves and is not reported; the other kinds
-still are.
+still are. Nor is a ``gap`` or ``new-epoch-nonzero`` across segments the user
+left out between the ones given (:mod:`auditor.model.coverage`): the missing
+batches may be there.
 
 **Why it matters.** Idempotence is what these sequences guarantee: a ``gap``
 means records of the producer are missing from the log, a ``duplicate`` means
@@ -105,7 +107,12 @@ def run(ctx):
 
     f = f.withColumn("_rank", F.row_number().over(Window.partitionBy(*REPLICA, "producer_id", "base_offset").orderBy(
         F.when(F.col("kind") == "duplicate", 0).otherwise(1)))).where("_rank = 1").drop("_rank")
-    f = f.join(ctx.partitions.select(*REPLICA, "is_compacted"), REPLICA, "left")
+    f = f.join(ctx.partitions.select(*REPLICA, "is_compacted", "gap_from_offset", "gap_to_offset"), REPLICA, "left")
+    # segments between the given ones were left out (auditor.model.coverage): a gap, or a new epoch's
+    # first batch, across them is what the input lacks, not what the log holds
+    across = (F.col("gap_from_offset").isNotNull() & (F.col("other_offset") < F.col("gap_to_offset"))
+              & (F.col("base_offset") >= F.col("gap_from_offset")))
+    f = f.where(~(F.coalesce(across, F.lit(False)) & F.col("kind").isin("gap", "new-epoch-nonzero")))
     # the cleaner removes whole batches (a producer's last batch excepted): on a compacted topic a
     # forward gap is what compaction leaves, not a finding
     f = f.where(~(F.coalesce(F.col("is_compacted"), F.lit(False)) & (F.col("kind") == "gap")))

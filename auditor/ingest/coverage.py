@@ -69,5 +69,9 @@ def not_given(files: Iterable[FileInfo]) -> list[dict]:
             # the given window: from the first given segment to where the next one not given starts
             "first_given_offset": lo,
             "next_not_given_offset": after[0] if after else None,
+            # the offsets a gap between given segments may hold: from the first segment left out
+            # between them to the next given segment after the last one left out
+            "gap_from_offset": between[0] if between else None,
+            "gap_to_offset": min((b for b in segs if b > between[-1]), default=None) if between else None,
         })
     return out

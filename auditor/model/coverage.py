@@ -45,7 +45,7 @@ CHECKPOINT_OK = ("ok", "empty")
 REPLICA_COVERAGE_SCHEMA = (
     "cluster_id string, broker_id int, log_dir string, topic string, partition int, given_as string, "
     "earlier_segments_not_given int, later_segments_not_given int, segments_not_given_between int, "
-    "next_not_given_offset bigint")
+    "next_not_given_offset bigint, gap_from_offset bigint, gap_to_offset bigint")
 LOG_DIR_SCHEMA = ("cluster_id string, broker_id int, log_dir string, log_start_checkpoint_given boolean, "
                   "producer_id_expiration_known boolean")
 COORDINATOR_COVERAGE_SCHEMA = (
@@ -116,7 +116,7 @@ def build(files: list[dict] | None, not_given: list[dict], partition_counts, bro
         if g.get("cluster_id") is not None:
             c = g["cluster_id"]
         replicas.append((c, b, g["log_dir"], g["topic"], g["partition"], "file", g["before"], g["after"],
-                         g["between"], g["next_not_given_offset"]))
+                         g["between"], g["next_not_given_offset"], g.get("gap_from_offset"), g.get("gap_to_offset")))
     log_dirs = []
     # (cluster, log dir) pairs holding partitions of the input (the parent of a partition dir given alone too)
     pairs = {(cluster_key(f.get("cluster_id"), f["log_dir"]), f["log_dir"]): f.get("broker_id") for f in files
