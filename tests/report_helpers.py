@@ -127,3 +127,48 @@ def table_rows(html_text: str) -> list[list[str]]:
 
 def strip_ansi(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+# Measures the page as Chromium lays it out. The report itself runs no script (its CSP forbids
+# it): a copy without the CSP meta tag gets this script, which writes what it measured into the
+# DOM that ``--dump-dom`` prints.
+_LAYOUT_SCRIPT = """<script>(function(){
+var r={vw:window.innerWidth,vh:window.innerHeight,
+ page_scroll_width:document.documentElement.scrollWidth,page_client_width:document.documentElement.clientWidth,
+ tops:{},overflows:[]};
+document.querySelectorAll('[id]').forEach(function(e){r.tops[e.id]=e.getBoundingClientRect().top+window.scrollY;});
+document.querySelectorAll('pre,code').forEach(function(e){
+ var b=e.getBoundingClientRect(),p=e.parentElement.getBoundingClientRect(),cs=getComputedStyle(e);
+ var box=e.tagName==='PRE'&&(e.scrollWidth>e.clientWidth+1);
+ if(box||b.right>p.right+1||b.right>document.documentElement.clientWidth)
+  r.overflows.push({tag:e.tagName,overflow_x:cs.overflowX,scroll_width:e.scrollWidth,client_width:e.clientWidth,
+   right:b.right,parent_right:p.right,text:e.textContent.slice(0,120)});});
+// what is wider than its own box or reaches past the page's right edge, outside any box that scrolls sideways
+r.wide=[];document.querySelectorAll('main *').forEach(function(e){
+ var b=e.getBoundingClientRect(),cs=getComputedStyle(e);
+ var own=e.clientWidth>0&&e.scrollWidth>e.clientWidth+1&&cs.overflowX==='visible';
+ if(!own&&b.right<=document.documentElement.clientWidth+1)return;
+ for(var a=e.parentElement;a;a=a.parentElement){var o=getComputedStyle(a).overflowX;if(o==='auto'||o==='scroll')return;}
+ r.wide.push({tag:e.tagName,cls:e.getAttribute('class'),right:b.right,text:(e.textContent||'').slice(0,80)});});
+var out=document.createElement('template');out.id='layout-result';out.setAttribute('data-json',JSON.stringify(r));
+document.body.appendChild(out);})();</script>"""
+
+
+def layout(html_file: Path, width: int = 1280, height: int = 800) -> dict:
+    """What Chromium lays out in a ``width`` x ``height`` window: ``vw``/``vh`` (the viewport),
+    ``tops`` (page y of every element with an id), ``overflows`` (each <pre> whose text is wider
+    than its box, and each <pre>/<code> whose box reaches past its parent or the viewport), ``wide``
+    (elements reaching past the viewport outside any sideways-scrolling box), and the page's ``page_scroll_width`` / ``page_client_width``."""
+    import json
+
+    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html_file.read_text())
+    assert "Content-Security-Policy" not in text
+    probe = html_file.with_name(html_file.stem + ".layout.html")
+    probe.write_text(text.replace("</body>", _LAYOUT_SCRIPT + "</body>", 1))
+    res = _run(["--enable-logging=stderr", "--v=0", f"--window-size={width},{height}", "--dump-dom", probe.absolute().as_uri()])
+    assert res.returncode == 0, res.stderr[-2000:]
+    m = re.search(r'<template id="layout-result" data-json="([^"]*)"', res.stdout)
+    assert m, (console_messages(res.stderr), res.stdout[-2000:])
+    import html as _html
+
+    return json.loads(_html.unescape(m.group(1)))

@@ -20,14 +20,14 @@ from click.testing import CliRunner
 from markdown_it import MarkdownIt
 
 from conftest import SAMPLE_LOGS
-from report_helpers import dump_dom, has_class, parse_html, png_info, screenshot, table_rows
+from report_helpers import dump_dom, has_class, layout, parse_html, png_info, screenshot, table_rows
 from auditor.cli.main import cli
+from auditor.report.svg import esc
 
 pytestmark = pytest.mark.spark
 
 NAMES = ["hanging-late-write", "fencing-tv2", "open-at-crash"]
 SCENARIOS = [SAMPLE_LOGS / n for n in NAMES]
-FIND_HANGING = ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset", "LastTimestamp", "Duration"]
 
 
 def expected(name: str) -> dict:
@@ -139,21 +139,22 @@ def test_report_table_format(scanned):
     res = report(scanned[1], "--format", "table")
     assert res.exit_code == 1
     out = res.stdout
-    assert "txn-audit report" in out and "Transaction versions" in out and "0/1, 2" in out
-    assert "hanging-transaction — 3 findings" in out and "stuck-lso — 3 findings" in out
-    header = next(line for line in out.splitlines() if "ProducerEpoch" in line)
-    cols = [c.strip() for c in header.strip("┃ ").split("┃")]
-    assert [c for c in cols if c in FIND_HANGING] == FIND_HANGING and "TransactionalId" in cols
+    lines = out.splitlines()
+    assert lines[0].startswith("txn-audit report · ") and "versions 0/1, 2" in out
     late = expected("hanging-late-write")["expect"]["anomalies"][0]
-    row = next(line for line in out.splitlines() if f"│ {late['transactional_id']}" in line)
-    cells = dict(zip(cols, (c.strip() for c in row.strip("│ ").split("│"))))
-    assert (cells["Topic"], cells["Partition"], cells["ProducerId"], cells["StartOffset"], cells["Severity"]) == (
-        late["topic"], str(late["partition"]), str(late["producer_id"]), str(late["first_offset"]), "critical")
-    # 200 columns (not a terminal) leave no readable message column beside 12 others: messages follow the table
-    message = next(f["message"] for f in json.loads(scanned[0].stdout)["findings"] if f["severity"] == "critical")
-    assert "Message" not in cols and f"[{cells['#']}] {message[:120]}" in out
-    # the command is on a line of its own, unfolded: paste-able
-    assert abort_line(late["topic"], late["partition"], late["first_offset"]) in out.splitlines()
+    findings = json.loads(scanned[0].stdout)["findings"]
+    heads = [ln for ln in lines if ln.split(" ", 1)[0] in ("critical", "error", "warning", "info")]
+    assert len(heads) == len(findings) == 6 and heads[0].startswith("critical")  # one header per finding, critical first
+    crit = heads[0]
+    assert f"{late['topic']}-{late['partition']}@{late['first_offset']}" in crit
+    assert f"producer {late['producer_id']}/" in crit and f"txid {late['transactional_id']}" in crit
+    # its message under it, then the command on a line of its own, unfolded: paste-able
+    message = next(f["message"] for f in findings if f["severity"] == "critical")
+    assert message[:60] in out
+    assert abort_line(late["topic"], late["partition"], late["first_offset"]) in [ln.strip() for ln in lines]
+    # the next forensic command over the tables the scan kept (the scan names them when it sets run.tables)
+    assert any(ln.strip().startswith("txn-audit timeline ") and f"--topic {late['topic']} --partition {late['partition']} "
+               f"--from {late['first_offset']}" in ln for ln in lines)
 
 
 def test_report_markdown_format(scanned):
@@ -224,6 +225,24 @@ def test_report_html_renders_in_chromium(scanned, tmp_path):
     late = expected("hanging-late-write")["expect"]["anomalies"][0]
     assert (f"kafka-transactions.sh --bootstrap-server kafka-1:9092 abort --topic {late['topic']} --partition "
             f"{late['partition']} --start-offset {late['first_offset']}") in dom
+    # what someone on call reads first: the findings summary, in the first screenful of a laptop
+    # window, one row per finding linking to its detail; nothing cut off sideways
+    assert len([1 for t, a in d.tags if t == "tr" and has_class(a, "overview-row")]) == n_findings
+    box = layout(page, 1280, 800)
+    assert box["vh"] <= 800 and box["tops"]["overview"] < box["vh"], box["tops"]
+    assert box["tops"]["overview"] < box["tops"]["findings"] < box["tops"]["remediation"] < box["tops"]["partitions"]
+    assert box["overflows"] == [] and box["wide"] == [], (box["overflows"], box["wide"])
+    assert box["page_scroll_width"] <= box["page_client_width"]
+    # remediation per cluster: only the late write's cluster has commands here
+    clusters = [text for tag, a, text in d.texts if tag == "div" and has_class(a, "cluster")]
+    assert len(clusters) == 1 and expected("hanging-late-write")["broker"]["cluster_id"] in clusters[0]
+    # each advice once per (rule, kind), however many findings share it
+    found = json.loads(scanned[0].stdout)["findings"]
+    kinds = {(f["rule"], f["kind"]) for f in found if f.get("remediation")}
+    assert len([1 for t, a in d.tags if t == "div" and has_class(a, "advice")]) == len(kinds)
+    for text in {f["remediation"] for f in found if f.get("remediation")}:
+        n = len({(f["rule"], f["kind"]) for f in found if f.get("remediation") == text})
+        assert res.stdout.count(esc(text)) == n, text
     png = tmp_path / "report.png"
     screenshot(page, png)
     w, h, distinct = png_info(png)

@@ -179,24 +179,40 @@ def test_illegal_topic_is_shell_quoted_in_commands():
     assert shlex.split(cmds[0]["command"])[5] == evil  # one argument, exactly the topic
     assert "--topic 'x;touch /tmp/pwned\n#' --partition 0 --producer-id 7" in cmds[1]["command"]
     text = render_table(rep)
-    assert "\n# [1] x;touch /tmp/pwned\\n#-0 from offset 100" in text  # the comment line stays one line
+    assert "  x;touch /tmp/pwned\\n#-0@100  " in text  # the header stays one line
     assert "\n--topic 'x;touch /tmp/pwned\\n#'" not in text and "pwned\\n#' --partition 0 --start-offset 100" in text
+    assert "txn-audit timeline <TABLES> --topic 'x;touch /tmp/pwned\\n#' --partition 0 --from 100" in text
 
 
-def test_table_remediation_block_is_valid_shell_with_one_abort_per_finding():
+def test_table_commands_one_abort_per_finding_and_advice_once_per_kind():
     text = render_table(build_report(SAMPLE))
-    lines = text[text.index("Remediation:"):].splitlines()[1:]
-    start = next(i for i, line in enumerate(lines) if line.startswith("# [1]"))
-    assert start > 0 and all(line.startswith("# ") for line in lines[:start])  # the advice, as comments
-    block = lines[start:start + 3]
-    assert block == [
-        "# [1] payments-3 from offset 10 (producer 8)",
+    lines = [ln.strip() for ln in text.splitlines()]
+    assert [ln for ln in lines if ln.startswith("kafka-transactions.sh")] == [  # critical first
         "kafka-transactions.sh --bootstrap-server <broker:port> abort --topic payments --partition 3 --start-offset 10",
-        "# brokers before 3.0: kafka-transactions.sh --bootstrap-server <broker:port> abort --topic payments --partition 3 "
-        "--producer-id 8 --producer-epoch 0 --coordinator-epoch 0",
+        "kafka-transactions.sh --bootstrap-server <broker:port> abort --topic orders --partition 0 --start-offset 100",
     ]
-    commands = [ln for ln in text.splitlines() if ln.startswith("kafka-transactions.sh")]
-    assert len(commands) == 2  # the two hanging transactions; the older forms are comments
+    # the older-broker form as a comment: pasting a finding's commands aborts it once
+    assert ("# brokers before 3.0: kafka-transactions.sh --bootstrap-server <broker:port> abort --topic payments "
+            "--partition 3 --producer-id 8 --producer-epoch 0 --coordinator-epoch 0") in lines
+    hanging_advice = [ln for ln in lines if ln.startswith("advice: after the abort")]
+    assert len(hanging_advice) == 1  # two hanging findings, one advice
+    # the next forensic command under each finding with a partition; one cluster: no --cluster
+    assert "txn-audit timeline <TABLES> --topic payments --partition 3 --from 10 --producer-id 8" in lines
+    assert not any("--cluster" in ln for ln in lines)
+
+
+def test_next_command_uses_the_runs_tables_and_names_the_cluster_when_several():
+    from auditor.report.model import timeline_command
+
+    two = [finding(), finding(cluster_id="c2", topic="pay ments", first_offset=5, producer_id=None)]
+    rep = build_report(two, run={"tables": "/data/my tables"})
+    assert rep.next_command(rep.findings[0]) == (
+        "txn-audit timeline '/data/my tables' --topic orders --partition 0 --from 100 --producer-id 7 --cluster c1")
+    assert rep.next_command(rep.findings[1]) == (
+        "txn-audit timeline '/data/my tables' --topic 'pay ments' --partition 0 --from 5 --cluster c2")
+    one = build_report([finding()])
+    assert one.next_command(one.findings[0]) == "txn-audit timeline <TABLES> --topic orders --partition 0 --from 100 --producer-id 7"
+    assert timeline_command(finding(topic=None, partition=None)) is None
 
 
 # -- escaping of untrusted text -------------------------------------------------------------------
@@ -263,8 +279,10 @@ def test_console_check_catches_a_page_that_errs(tmp_path):
 def test_json_round_trips_the_ids():
     data = json.loads(render(_hostile_report(), "json"))
     assert sorted(f["transactional_id"] for f in data["findings"]) == sorted(HOSTILE_IDS)
-    lines = render(_hostile_report(), "jsonl").splitlines()
-    assert [json.loads(x) for x in lines] == data["findings"]
+    lines = [json.loads(x) for x in render(_hostile_report(), "jsonl").splitlines()]
+    # each line stands alone: the report's schema version first, then the finding as in the JSON report
+    assert all(list(x)[0] == "schema_version" and x["schema_version"] == data["schema_version"] for x in lines)
+    assert [{k: v for k, v in x.items() if k != "schema_version"} for x in lines] == data["findings"]
 
 
 # -- findings directories ------------------------------------------------------------------------
@@ -348,22 +366,37 @@ def test_json_schema_is_documented():
     assert all(f'"{k}"' in doc for k in out_keys)
 
 
-def test_table_layout_keeps_find_hanging_columns_and_places_messages_by_width():
+@pytest.mark.parametrize("width", [80, 120])
+def test_table_layout_one_header_per_finding_critical_first(width):
     rep = build_report(SAMPLE)
-    wide_text, narrow_text = render_table(rep, width=260), render_table(rep, width=150)
-    for text in (wide_text, narrow_text):
-        header = next(line for line in text.splitlines() if "Topic" in line and "┃" in line)
-        cols = [c.strip() for c in header.strip("┃ ").split("┃")]
-        # pid-block-overlap has no topic: its table drops the columns none of its findings has
-        assert cols[:2] == ["#", "Severity"] and "TransactionalId" in cols
-    hang_header = next(line for line in wide_text.splitlines() if "CoordinatorEpoch" in line)
-    assert [c.strip() for c in hang_header.strip("┃ ").split("┃")] == [
-        "#", "Severity", "Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
-        "LastTimestamp", "Duration", "TransactionalId", "Message"]
-    assert "\n[1] hanging transaction on orders-0" not in wide_text  # in the table
-    narrow_header = next(line for line in narrow_text.splitlines() if "TransactionalId" in line)
-    assert "Message" not in narrow_header and "\n[2] hanging transaction on orders-0" in narrow_text  # under it
-    assert "2024-05-01T12:00:05.000Z" in wide_text and "10m00s" in wide_text  # LastTimestamp, Duration
+    text = render_table(rep, width=width)
+    lines = text.splitlines()
+    heads = [ln.split()[0] for ln in lines if ln[:1].isalpha() and ln.split()[0] in ("critical", "error", "warning", "info")]
+    assert heads == ["critical", "error", "warning", "info"]
+    first = next(ln for ln in lines if ln.startswith("critical"))
+    assert "hanging-transaction/hanging" in first and "payments-3@10" in first and "producer 8/0" in first
+    assert "txid pay-1" in text and "age 20s" in text and "age 10m00s" in text
+    assert all(len(ln) <= width for ln in lines if not ln.strip().startswith(("kafka-transactions.sh", "#", "txn-audit ")))
+    assert all(not ln.endswith("-") for ln in lines)
+    assert "4 findings: 1 critical, 1 error, 1 warning, 1 info" in text
+
+
+def test_table_summary_is_compact_and_groups_input_lacks():
+    summary = {"inputs": ["/in/a"], "clusters": [{"cluster_id": "c1"}], "brokers": [{"broker_id": 1, "log_dir": "/d/b1"}],
+               "partitions": 4, "batches": 79, "transactions": {"commit": 3, "open": 1},
+               "transaction_versions": {"seen": ["2"]}, "time_range": {"first_ms": T0, "last_ms": T0 + 1000},
+               "input_lacks": [f"cluster c{i}: no __transaction_state partition given" for i in range(5)]
+               + ["log dir /d/b1: no log-start-offset-checkpoint given"]}
+    rep = build_report(SAMPLE[:2], summary=summary, run={"as_of_ms": T0 + 10_000, "source": "/f"})
+    text = render_table(rep, width=120)
+    head = text.split("\n\n", 1)[0].splitlines()
+    assert head[0] == "txn-audit report · /f" and head[1] == "2 findings: 1 critical, 1 error"
+    assert head[2] == "1 cluster (c1), 1 broker, 4 partitions, 79 batches · ages as of 2024-05-01T12:00:10.000Z"
+    assert head[3].startswith("Transactions: 3 committed, 1 open · versions 2")
+    assert "Input lacks:" in head and (
+        "  - no __transaction_state partition given (clusters c0, c1, c2 +2 more)") in head
+    assert "  - no log-start-offset-checkpoint given (log dir /d/b1)" in head
+    assert "Inputs: /in/a" in text and "Brokers (log dirs): 1:/d/b1" in text
 
 
 def test_report_runs_without_spark(tmp_path):

@@ -2,6 +2,15 @@
 
 ``scan`` and ``audit`` report through the same renderers, filters and exit
 status as ``txn-audit report`` (auditor/cli/report_cmd.py).
+
+``scan`` keeps the tables it ingests, so that ``timeline`` and ``coordinator``
+can read them without a second ingest: by default in
+``$XDG_CACHE_HOME/txn-audit/tables/<digest>`` (:func:`tables_home`), the digest
+being one of the normalized inputs, every file found under them (path, size,
+mtime) and the decoding code. A scan whose digest matches the tables already
+there (``_scan.json``) reuses them instead of decoding again. ``--tables DIR``
+chooses the place (reused on the same terms), ``--no-keep-tables`` decodes into
+a temporary directory removed after the report.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from auditor.cli.console import err, out, safe, wide
-from auditor.cli.ingest_cmd import input_uris
+from auditor.cli.ingest_cmd import check_inputs, input_uris, verbose_option
 from auditor.cli.progress import StageProgress
 from auditor.cli.report_cmd import InputError, emit_report, exit_with, make_filters, report_options
 from auditor.engine.rule import discover
@@ -102,13 +111,100 @@ def _check_outputs(*dirs: str | None) -> None:
             check_output(d)
 
 
-def _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=None) -> None:
-    """Render the audit's findings like `txn-audit report` does, then exit with its status."""
+def _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=None, exit_zero=False,
+            tables: str | None = None, quiet: bool = False) -> None:
+    """Render the audit's findings like `txn-audit report` does, then exit with its status.
+    ``tables``: where the tables the findings come from are kept (``report.run["tables"]``:
+    the renderers show ``txn-audit timeline TABLES ...`` for each finding)."""
     if res.report_error:
         err.print(f"[yellow]warning[/yellow]: no run summary or charts: {safe(res.report_error)}")
     report = from_audit(res, make_filters(rules=rules, **filter_opts), bootstrap_server, source=source)
+    if tables:
+        report.run["tables"] = str(Path(tables).absolute())
     emit_report(report, fmt)
-    exit_with(report, fail_on)
+    if tables and not quiet and err.is_terminal:
+        t = safe(report.run["tables"])
+        err.print(f"tables kept in {t}: txn-audit timeline {t} --topic ... (see each finding)")
+    exit_with(report, fail_on, exit_zero)
+
+
+# -- the tables a scan keeps ----------------------------------------------------------------------
+
+SCAN_STAMP = "_scan.json"  # in a scan's tables directory: the digest of the inputs it was decoded from
+KEEP_SCANS = 10  # the newest scans' tables kept under tables_home()
+
+
+def tables_home() -> Path:
+    """Where ``scan`` keeps its tables by default: ``$TXN_AUDIT_TABLES_HOME``, else
+    ``$XDG_CACHE_HOME/txn-audit/tables`` (``~/.cache/txn-audit/tables``)."""
+    import os
+
+    env = os.environ.get("TXN_AUDIT_TABLES_HOME")
+    if env:
+        return Path(env)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "txn-audit" / "tables"
+
+
+def inputs_digest(logdirs: list[str], plan) -> str:
+    """The identity of a scan's input: the normalized inputs, every file found under them (path,
+    kind, size, mtime) and the decoding code. Equal digests: the same tables would be decoded."""
+    import hashlib
+    import json
+
+    from auditor.batch.versions import decoder_digest
+    from auditor.ingest.storage import normalize
+
+    key = {"inputs": sorted(normalize(i) for i in logdirs),
+           "files": sorted((f.path, f.kind, f.size, f.mtime_ms) for f in plan.files),
+           "decoder": decoder_digest()}
+    return hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest()
+
+
+def _kept(tdir: Path, digest: str) -> dict | None:
+    """The stamp of the tables in ``tdir`` when they were decoded from inputs of ``digest``."""
+    import json
+
+    try:
+        stamp = json.loads((tdir / SCAN_STAMP).read_text())
+        # written for this very directory (a copy of kept tables elsewhere is decoded again)
+        same = stamp.get("digest") == digest and stamp.get("tables") == str(tdir.absolute())
+        return stamp if same and (tdir / "_ingest.json").is_file() else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _stamp(tdir: Path, digest: str, logdirs: list[str], run_id: str) -> None:
+    import json
+
+    try:
+        (tdir / SCAN_STAMP).write_text(json.dumps({"digest": digest, "tables": str(tdir.absolute()),
+                                                   "inputs": list(logdirs), "run_id": run_id}))
+    except OSError:
+        pass  # not reusable next time; the tables themselves are complete
+
+
+def _prune(home: Path, keep: Path) -> None:
+    """Keep the newest :data:`KEEP_SCANS` scans' tables under ``home`` (never ``keep``)."""
+    import re
+    import shutil
+
+    try:
+        dirs = [d for d in home.iterdir() if d.is_dir() and re.fullmatch(r"[0-9a-f]{16}", d.name)]
+        dirs.sort(key=lambda d: d.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for d in dirs[KEEP_SCANS:]:
+        if d != keep:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _inventory(tdir: Path) -> list[dict]:
+    """The files table of kept tables, as ingest returns it."""
+    from auditor.engine.tablesource import arrow_dataset
+
+    ds = arrow_dataset(tdir, "files")
+    return ds.to_table().to_pylist() if ds is not None else []
 
 
 _common = [
@@ -128,7 +224,7 @@ def common(f):
     f = report_options(f)
     for opt in reversed(_common):
         f = opt(f)
-    return f
+    return verbose_option(f)
 
 
 def _looks_like_tables(path: Path) -> bool:
@@ -140,18 +236,28 @@ def _looks_like_tables(path: Path) -> bool:
 @click.option("--out", "findings_out", type=click.Path(file_okay=False), default=None,
               help="Write the findings directory here (Parquet + run summary; render later with `txn-audit report`).")
 @common
-def audit_cmd(tables, findings_out, master, confs, rules, as_of, max_timeout_ms, quiet, fmt, fail_on,
+def audit_cmd(tables, findings_out, master, confs, rules, as_of, max_timeout_ms, quiet, fmt, fail_on, exit_zero,
               bootstrap_server, **filter_opts) -> None:
     """Run the rules over ingested TABLES and report the findings.
 
     Filters (--topic, --severity, ...) choose what the report shows; --out
-    always keeps every finding. Exit status: 0 no reported finding at or above
-    --fail-on, 1 some, 2 bad usage, TABLES is not an ingested directory or --out
-    cannot be written.
+    always keeps every finding.
+
+    \b
+    Examples:
+      txn-audit audit tables/                             # tables of `txn-audit ingest`
+      txn-audit audit tables/ --out findings/ --format json > findings.json
+      txn-audit audit tables/ --rule hanging-transaction --as-of now
+      txn-audit audit tables/ --fail-on critical          # CI: fail on critical only
+
+    \b
+    Exit status: 0 no reported finding at or above --fail-on (always with
+    --exit-zero), 1 some, 2 bad usage, TABLES is not an ingested directory or
+    --out cannot be written.
     """
     if not _looks_like_tables(Path(tables)):
-        raise InputError(f"{tables}: not an ingested tables directory (no _ingest.json or batches/); "
-                         "build one with `txn-audit ingest LOGDIR --out DIR`")
+        raise InputError(f"{tables}: not an ingested tables directory (no _ingest.json or batches/); expected the "
+                         "--out of `txn-audit ingest LOGDIR --out DIR` or the tables a scan kept")
     make_filters(rules=rules, **filter_opts)  # bad filter values fail before Spark starts
     _check_outputs(findings_out)
     spark = _spark(master, confs, small_input=_small_tables(tables))
@@ -160,45 +266,90 @@ def audit_cmd(tables, findings_out, master, confs, rules, as_of, max_timeout_ms,
     if not quiet:
         for rule, why in res.skipped.items():
             err.print(f"[yellow]skipped {safe(rule)}[/yellow]: {safe(why)}")
-    _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=findings_out)
+    _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=findings_out, exit_zero=exit_zero,
+            tables=tables, quiet=True)
 
 
 @click.command("scan")
 @click.argument("logdirs", nargs=-1, required=True, type=click.Path(), callback=input_uris)
 @click.option("--tables", "tables_dir", type=click.Path(file_okay=False), default=None,
-              help="Keep the ingested tables here (default: a temporary directory).")
+              help="Keep the ingested tables here (default: $XDG_CACHE_HOME/txn-audit/tables/<digest of the inputs>, "
+                   "i.e. ~/.cache/txn-audit/tables/...). Reused, without decoding again, when the inputs are unchanged.")
+@click.option("--keep-tables/--no-keep-tables", default=True, show_default=True,
+              help="Keep the ingested tables for `txn-audit timeline` / `coordinator` (--no-keep-tables: a temporary "
+                   "directory, removed after the report).")
 @click.option("--out", "findings_out", type=click.Path(file_okay=False), default=None,
               help="Write the findings directory here (Parquet + run summary; render later with `txn-audit report`).")
 @common
-def scan_cmd(logdirs, tables_dir, findings_out, master, confs, rules, as_of, max_timeout_ms, quiet, fmt, fail_on,
-             bootstrap_server, **filter_opts) -> None:
+def scan_cmd(logdirs, tables_dir, keep_tables, findings_out, master, confs, rules, as_of, max_timeout_ms, quiet, fmt,
+             fail_on, exit_zero, bootstrap_server, **filter_opts) -> None:
     """One shot: ingest LOGDIRS, run every rule, report the findings.
 
     LOGDIRS are local paths or file:, hdfs:// or s3a:// URIs (docs/operations.md).
 
-    Exit status: 0 no reported finding at or above --fail-on, 1 some, 2 bad
-    usage, no input file was readable at all, or --tables/--out cannot be written.
+    The tables are kept (see --tables) so that `txn-audit timeline TABLES` and
+    `txn-audit coordinator TABLES` can follow up on a finding without a second
+    ingest; the report names the place (run.tables in JSON). A second scan of
+    unchanged inputs reuses them.
+
+    \b
+    Examples:
+      txn-audit scan /var/lib/kafka/data
+      txn-audit scan broker-1/ broker-2/ --tables t/ --out findings/
+      txn-audit scan /var/lib/kafka/data --format html --exit-zero > report.html
+      txn-audit scan hdfs://nn:8020/kafka/data --severity error --no-keep-tables
+      txn-audit timeline t/ --topic payments --partition 3   # after a finding
+
+    \b
+    Exit status: 0 no reported finding at or above --fail-on (always with
+    --exit-zero), 1 some, 2 bad usage, an input missing or holding nothing
+    readable (checked before Spark starts), or --tables/--out cannot be written.
     """
     from auditor.engine.ingest_job import ingest, small_plan
     from auditor.ingest.plan import make_plan
 
+    if tables_dir and not keep_tables:
+        raise click.UsageError("--tables DIR keeps the tables in DIR: drop --no-keep-tables, or --tables")
     make_filters(rules=rules, **filter_opts)  # bad filter values fail before Spark starts
     _check_outputs(tables_dir, findings_out)
     plan = make_plan(list(logdirs))  # before Spark: its size chooses the session's settings
+    check_inputs(list(logdirs), plan)  # a missing or empty input fails now, not after Spark started
+    digest = inputs_digest(list(logdirs), plan) if keep_tables else ""
+    if keep_tables and not tables_dir:
+        tables_dir = str(tables_home() / digest[:16])
+        _check_outputs(tables_dir)
+    kept = _kept(Path(tables_dir), digest) if keep_tables else None
     spark = _spark(master, confs, small_input=small_plan(plan))
     with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, StageProgress(err, not quiet) as prog:
         tdir = tables_dir or str(Path(tmp) / "tables")
-        res_in = ingest(spark, list(logdirs), tdir, progress=prog.stage("decoding"), plan=plan)
+        if kept is not None:
+            files = _inventory(Path(tdir))
+            if not quiet:
+                err.print(f"[dim]inputs unchanged since scan {safe(kept.get('run_id'))}: reusing the tables in "
+                          f"{safe(tdir)}[/dim]")
+        else:
+            res_in = ingest(spark, list(logdirs), tdir, progress=prog.ingest(plan), plan=plan)
+            files = res_in.files
+            if keep_tables:
+                _stamp(Path(tdir), digest, list(logdirs), res_in.run_id)
+                if tdir.startswith(str(tables_home())):
+                    _prune(tables_home(), Path(tdir))
         if not quiet:
-            for f in res_in.bad_files:
+            from auditor.ingest.inventory import CLEAN_STATUSES
+
+            for f in (f for f in files if f["status"] not in CLEAN_STATUSES):
                 pos = f"byte {f['error_position']}" if f["error_position"] is not None else "whole file"
                 err.print(f"[yellow]{safe(f['status'])}[/yellow] {safe(f['path'])} at {pos}: {safe(f['error_message'] or f['note'] or '')}")
-        readable = [f for f in res_in.files if f["status"] not in ("unreadable", "skipped", "foreign")]
+        readable = [f for f in files if f["status"] not in ("unreadable", "skipped", "foreign")]
         if not readable:
-            raise InputError("no input file was readable: " + ", ".join(
-                f"{f['path']} ({f['status']}{': ' + f['note'] if f.get('note') else ''})" for f in res_in.files[:5]))
+            from auditor.cli.ingest_cmd import EXPECTED_INPUT
+
+            raise InputError("no input file was readable: " + "; ".join(
+                f"{f['path']} ({f['status']}{': ' + f['note'] if f.get('note') else ''})" for f in files[:5])
+                + f"; {EXPECTED_INPUT}")
         res = _run_audit(spark, tdir, rules, as_of, max_timeout_ms, findings_out, prog.stage("rules"))
-    _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=findings_out)
+    _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=findings_out, exit_zero=exit_zero,
+            tables=tdir if keep_tables else None, quiet=quiet)
 
 
 @click.command("rules")

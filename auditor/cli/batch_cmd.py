@@ -8,6 +8,8 @@ import sys
 import click
 
 from auditor.cli.console import err, safe
+from auditor.cli.ingest_cmd import EXPECTED_INPUT, BadInput, verbose_option
+from auditor.engine.rule import SEVERITIES
 
 
 @click.command("batch")
@@ -24,19 +26,35 @@ from auditor.cli.console import err, safe
 @click.option("--max-timeout-ms", default=900_000, show_default=True, help="The brokers' transaction.max.timeout.ms.")
 @click.option("--allow-empty-input", is_flag=True,
               help="Accept an input that lost all its files since the last run (default: refuse, it looks unmounted).")
+@click.option("--fail-on", type=click.Choice(["never", *SEVERITIES]), default="never", show_default=True,
+              help="Exit 1 when an open finding of the run has at least this severity (default: findings are data, "
+                   "exit 0; query the findings table to alert).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
-def batch_cmd(inputs, warehouse, master, confs, split_mb, rules, max_timeout_ms, allow_empty_input, quiet) -> None:
+@verbose_option
+def batch_cmd(inputs, warehouse, master, confs, split_mb, rules, max_timeout_ms, allow_empty_input, fail_on,
+              quiet) -> None:
     """Decode what is new under the inputs into Delta tables, run every rule, and
     merge the findings into a history table.
 
     Incremental: a file is decoded again only when its size, mtime or content
     fingerprint changed; vanished files' rows are removed. Idempotent: a run
     killed at any point is resumed by the next invocation and leaves the tables
-    exactly as one clean run. Prints a one-line JSON summary of the run on stdout. Exit
-    status 0 when the run completed (findings are data, see the findings table),
-    2 on usage errors, a missing or emptied input (nothing is written), or when
-    Delta Lake is not available; 3 when another run holds the warehouse's lock
-    (a local or mounted warehouse: runs never overlap; nothing is read or written).
+    exactly as one clean run. Prints a one-line JSON summary of the run on stdout.
+
+    \b
+    Examples:
+      txn-audit batch --input /var/lib/kafka/data --warehouse /srv/txn-audit
+      txn-audit batch --input /mnt/b1 --input /mnt/b2 --warehouse /shared/wh \\
+          --master spark://spark-master:7077
+      txn-audit batch --input /var/lib/kafka/data --warehouse wh --fail-on critical
+
+    \b
+    Exit status: 0 the run completed (findings are data, see the findings
+    table) and, with --fail-on SEV, no open finding at or above SEV; 1 some
+    (the run completed all the same); 2 usage error, a missing or emptied input
+    (nothing is written), or Delta Lake not available; 3 another run holds the
+    warehouse's lock (a local or mounted warehouse: runs never overlap; nothing
+    is read or written).
     """
     from auditor.batch import crash
 
@@ -52,11 +70,17 @@ def batch_cmd(inputs, warehouse, master, confs, split_mb, rules, max_timeout_ms,
 
     try:
         conf = parse_conf(confs)
-        for i in inputs:
-            input_path(i)
+        roots = [input_path(i) for i in inputs]
         select_rules(discover(), rules)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    import os
+
+    from auditor.ingest.storage import is_remote
+
+    gone = [given for given, root in zip(inputs, roots) if not is_remote(root) and not os.path.exists(root)]
+    if gone:  # before the JVM starts; remote inputs are looked at by the run (nothing written if missing)
+        raise BadInput("; ".join(f"--input {g}: does not exist" for g in gone) + f". Expected: {EXPECTED_INPUT[9:]}.")
     spark = get_spark(master, conf, app_name="txn-audit-batch")
 
     def progress(msg: str) -> None:
@@ -79,3 +103,7 @@ def batch_cmd(inputs, warehouse, master, confs, split_mb, rules, max_timeout_ms,
             err.print(f"[yellow]{safe(f['status'])}[/yellow] {safe(f['path'])} at {pos}: "
                       f"{safe(f['error_message'] or f['note'] or '')}")
     sys.stdout.write(json.dumps(result.summary()) + "\n")  # one line: appendable to a .jsonl log
+    if fail_on != "never":
+        from auditor.report.model import fails
+
+        sys.exit(1 if fails(result.findings, fail_on) else 0)

@@ -24,15 +24,12 @@ import json
 import sys
 from typing import Iterator
 
+from auditor.cli.dump_lines import MARKER_FIELDS, TABLE_FIELDS
 from auditor.cli.overlap import BackgroundWriter
 
 _INTERNAL = ("__transaction_state", "__consumer_offsets", "__cluster_metadata")
-_TABLE_COLUMNS = {  # column -> short header
-    "position": "position", "base_offset": "base", "last_offset": "last", "record_count": "count",
-    "producer_id": "producerId", "producer_epoch": "epoch", "base_sequence": "baseSeq",
-    "last_sequence": "lastSeq", "is_transactional": "txn", "is_control": "ctl",
-    "control_type": "marker", "coordinator_epoch": "coordEpoch", "compression": "codec", "crc_valid": "crcOk",
-}
+# ``--format table``: column -> kafka-dump-log's name (the layout: auditor.cli.dump_lines.table_lines)
+_TABLE_COLUMNS = {key: name for name, key in TABLE_FIELDS + MARKER_FIELDS}
 
 
 def _records(task: dict) -> Iterator[dict]:
@@ -141,13 +138,9 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
     bad = False
     table = None
     if fmt == "table":
-        from rich.table import Table
+        from auditor.cli.console import safe, wide
 
-        from auditor.cli.console import safe
-
-        table = Table(show_lines=False)
-        for c in ["file", *_TABLE_COLUMNS.values()]:
-            table.add_column(c, overflow="fold")
+        table = wide()
     sys.stdout.flush()
     # written by a thread: the next chunk is decoded and formatted while this one is copied out
     out = BackgroundWriter(sys.stdout.buffer)
@@ -165,6 +158,7 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
             fast = table is None and task["kind"] in ("segment", "kraft-snapshot")
             if not fast:
                 _import_numpy_single_threaded()
+            batches: list[dict] = []
             for obj in (_fast_items(task, records, out) if fast else _objects(task, records)):
                 if obj["type"] == "problem":
                     bad = True
@@ -173,16 +167,28 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
                     continue
                 if table is not None:
                     if obj["type"] == "batch":
-                        table.add_row(safe(fi.path.rsplit("/", 1)[-1]), *["" if obj.get(c) is None else safe(obj.get(c)) for c in _TABLE_COLUMNS])
+                        batches.append(obj)
                 else:
                     out.write((json.dumps(obj, default=_json_default) + "\n").encode())
+            if table is not None:
+                _print_table(table, fi.path, batches, safe)
     finally:
         out.close()
-    if table is not None:
-        from auditor.cli.console import wide
-
-        wide().print(table)
     sys.exit(1 if bad else 0)
+
+
+def _print_table(console, path: str, batches: list[dict], safe) -> None:
+    """``dump --format table`` of one file: its path once, as kafka-dump-log heads it, then its
+    batches (:func:`auditor.cli.dump_lines.table_lines`)."""
+    from rich.text import Text
+
+    from auditor.cli.dump_lines import table_lines
+
+    console.print(Text(f"Dumping {safe(path, markup=False)}", style="bold"), soft_wrap=True)
+    for line in table_lines(batches, console.width, lambda v: safe(v, markup=False)):
+        console.print(Text(line), soft_wrap=True)
+    if not batches:
+        console.print(Text("(no batches)", style="dim"), soft_wrap=True)
 
 
 def preload() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import click
-from rich.table import Table
+from rich.text import Text
 
 from auditor.cli.console import err, out, safe, wide
 
@@ -48,7 +48,7 @@ def _spark(master: str | None, confs: tuple[str, ...]):
 
 def _fail(message: str) -> None:
     """A request the dump cannot answer: a clear line on stderr, exit status 2."""
-    err.print(f"[red]error[/red]: {safe(message)}")
+    err.print(f"[red]Error:[/red] {safe(message)}")
     sys.exit(2)
 
 
@@ -57,14 +57,78 @@ def _jsonl(events: Iterable[dict[str, Any]]) -> None:
         sys.stdout.write(json.dumps(ev, default=str) + "\n")
 
 
-_STYLE = {"coordinator": "cyan", "lso": "bold yellow", "data-run": "dim", "end": "bold", "control": "magenta"}
-_CHUNK = 1000  # rows per rich table: a 100k-line `--batches all` view is printed as it streams
+# -- one line per event ------------------------------------------------------------------------
+
+MIN_WIDTH, MAX_WIDTH = 80, 120
+_STYLE = {"coordinator": "cyan", "lso": "yellow", "data-run": "dim", "end": "bold", "control": "magenta"}
 
 
-def _row(ev: dict[str, Any]) -> list[str]:
-    if ev["event"] == "coordinator":
-        where = f"{ev['coordinator_partition']}@{ev['coordinator_offset']}"
-        offsets = f"txn-log {where}"
+def _width(console) -> int:
+    return max(MIN_WIDTH, min(MAX_WIDTH, console.width))
+
+
+def fit(text: str, room: int) -> str:
+    """``text`` on at most ``room`` columns: cut at a word boundary, with an ellipsis."""
+    if len(text) <= room:
+        return text
+    if room <= 1:
+        return "…"[:room]
+    cut = text[: room - 1]
+    space = cut.rfind(" ")
+    if space >= room // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
+
+
+def _clock(ms: int | None) -> tuple[str, str]:
+    """(date, HH:MM:SS.mmm) of an instant, UTC; ("", "") when unknown."""
+    from auditor.forensics.replay import iso_ms
+
+    iso = iso_ms(ms)
+    return ("", "") if iso is None else (iso[:10], iso[11:23])
+
+
+class _Lines:
+    """Fixed columns, a detail column filling the line, a date line when the day changes."""
+
+    def __init__(self, console, columns: list[tuple[str, int, str]]) -> None:
+        self.console = console
+        self.width = _width(console)
+        self.columns = columns  # (header, width, "<" or ">")
+        self.day = ""
+        self.fixed = 2 + 13 + sum(w + 1 for _, w, _ in columns)  # mark, time, columns
+
+    def header(self, title: str) -> None:
+        self.console.print(Text(safe(title, markup=False), style="bold"), soft_wrap=True)
+        head = "  " + f"{'time (UTC)':<12} " + " ".join(f"{h:{a}{w}}" for h, w, a in self.columns) + " detail"
+        self.console.print(Text(head, style="dim"), soft_wrap=True)
+
+    def line(self, time_ms: int | None, cells: list[str], detail: str, *, style: str | None = None,
+             anomaly: bool = False) -> None:
+        day, clock = _clock(time_ms)
+        if day and day != self.day:
+            self.day = day
+            self.console.print(Text(f"  -- {day} --", style="dim"), soft_wrap=True)
+        t = Text()
+        t.append("!" if anomaly else " ", style="bold red" if anomaly else None)
+        t.append(" " + f"{clock:<12} ")
+        t.append(" ".join(f"{safe(c, markup=False):{a}{w}}" for c, (_, w, a) in zip(cells, self.columns)) + " ",
+                 style=style)
+        room = max(20, self.width - len(t.plain))
+        t.append(fit(safe(detail, markup=False), room), style="bold red" if anomaly else style)
+        self.console.print(t, soft_wrap=True)
+
+
+_TIMELINE_COLUMNS = [("event", 8, "<"), ("offsets", 11, ">"), ("pid/epoch", 9, ">"), ("LSO", 6, ">")]
+
+
+def _event_cells(ev: dict[str, Any]) -> tuple[list[str], str, str | None]:
+    """(cells, detail, style) of a timeline event."""
+    kind = ev["event"]
+    label = kind
+    if kind == "coordinator":
+        offsets = f"{ev['coordinator_partition']}@{ev['coordinator_offset']}"
+        label = "coord"
     elif ev["offset"] is None:
         offsets = ""
     elif ev.get("last_offset") is not None and ev["last_offset"] != ev["offset"]:
@@ -72,43 +136,33 @@ def _row(ev: dict[str, Any]) -> list[str]:
     else:
         offsets = str(ev["offset"])
     pid = "" if ev["producer_id"] is None else f"{ev['producer_id']}/{ev['producer_epoch']}"
-    style = _STYLE.get(ev["event"])
-    if ev["event"] == "marker":
+    style = _STYLE.get(kind)
+    detail = ev["detail"] or ""
+    if kind == "marker":
         style = "red" if ev["control_type"] == "ABORT" else "green"
-    elif ev["event"] == "coordinator" and ev["names_partition"] is False:
-        style = "dim cyan"  # a transaction of this id on other partitions only
-    text = safe(ev["detail"])
-    if style:
-        text = f"[{style}]{text}[/{style}]"
-    return [safe(ev["time"] or ""), offsets, pid, safe(ev["transactional_id"] or ""), text,
-            "" if ev["lso"] is None else str(ev["lso"])]
-
-
-def _table(title: str | None) -> Table:
-    t = Table(title=title, show_header=title is not None, expand=True, show_edge=False, pad_edge=False)
-    t.add_column("time (UTC)", width=24, no_wrap=True)
-    t.add_column("offsets", width=16, overflow="fold")
-    t.add_column("pid/epoch", width=12, overflow="fold")
-    t.add_column("transactional id", width=20, overflow="fold")
-    t.add_column("event", overflow="fold", ratio=1)
-    t.add_column("LSO", width=10, justify="right")
-    return t
+        label = str(ev["control_type"] or "marker")
+    elif kind == "coordinator":
+        if ev["names_partition"] is False:
+            style = "dim cyan"  # a transaction of this id on other partitions only
+        detail = f"{ev['transactional_id']}: {detail}"
+    elif kind in ("data", "data-run") and ev.get("transactional_id") and (ev.get("opens_transaction") or ev.get("session_start")):
+        detail = f"{detail} ({ev['transactional_id']})"
+    untold = [a for a in ev.get("anomalies") or () if a.lower() not in detail.lower()]
+    if untold:
+        detail = "[" + ", ".join(untold) + "] " + detail
+    lso = "" if ev["lso"] is None else str(ev["lso"])
+    return [label, offsets, pid, lso], detail, style
 
 
 def _render(events: Iterable[dict[str, Any]], title: str) -> int:
-    """Print events as rich tables of up to ``_CHUNK`` rows (header on the first)."""
-    console = wide()
-    t = _table(title)
-    rows = shown = 0
+    """Print events one line each (80-120 columns; anomalies marked ``!``, in red)."""
+    lines = _Lines(wide(), _TIMELINE_COLUMNS)
+    lines.header(title)
+    shown = 0
     for ev in events:
-        t.add_row(*_row(ev))
-        rows += 1
+        cells, detail, style = _event_cells(ev)
+        lines.line(ev["time_ms"], cells, detail, style=style, anomaly=bool(ev.get("anomalies")))
         shown += 1
-        if rows >= _CHUNK:
-            console.print(t)
-            t, rows = _table(None), 0
-    if rows:
-        console.print(t)
     return shown
 
 
@@ -119,35 +173,52 @@ def _render(events: Iterable[dict[str, Any]], title: str) -> int:
 @click.option("--producer-id", type=int, default=None, help="Only this producer's batches (the LSO still counts every producer).")
 @click.option("--from", "start", type=_BoundParam(), default=None, help="First offset, or an ISO-8601 time (first batch stamped at or after it).")
 @click.option("--to", "stop", type=_BoundParam(), default=None, help="Last offset, or an ISO-8601 time (last batch before the first one stamped after it).")
+@click.option("--cluster", default=None, metavar="CLUSTER_ID",
+              help="Cluster of the partition (required when several clusters of TABLES hold it).")
 @click.option("--broker", type=int, default=None, help="Replica to replay when several brokers/log dirs hold the partition (default: the longest log).")
 @click.option("--batches", "batches", type=click.Choice(["summary", "all"]), default="summary", show_default=True,
               help="summary: runs of ordinary data batches of one producer session on one line.")
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True)
-@click.option("--master", default=None, help="Spark master URL (default: embedded local[*]).")
-@click.option("--conf", "confs", multiple=True, help="Spark setting key=value (repeatable).")
-def timeline_cmd(tables, topic, partition, producer_id, start, stop, broker, batches, fmt, master, confs) -> None:
+@click.option("--engine", type=click.Choice(["auto", "arrow", "spark"]), default="auto", show_default=True,
+              help="arrow: read the tables with pyarrow and replay in-process (no Spark); spark: Spark jobs (big "
+                   "tables); auto: arrow unless the partition has 2M batches or more.")
+@click.option("--master", default=None, help="Spark master URL (default: embedded local[*]; Spark engine only).")
+@click.option("--conf", "confs", multiple=True, help="Spark setting key=value (repeatable; Spark engine only).")
+def timeline_cmd(tables, topic, partition, producer_id, start, stop, cluster, broker, batches, fmt, engine, master,
+                 confs) -> None:
     """The forensic view of one partition: batches, markers, the LSO, coordinator state changes.
 
     Replays the partition in offset order (sessions, transaction starts, markers,
     where the last stable offset is held and moves), interleaved by time with the
-    __transaction_state records of the transactional ids involved. Exit status 2
-    when the topic, partition or broker is not in TABLES.
+    __transaction_state records of the transactional ids involved. Data written by
+    a producer session after its own marker on the partition, that no coordinator
+    record adds again, is marked a late write (!). Local tables are read with
+    pyarrow (no Spark) unless the partition is big (--engine).
+
+    \b
+    Examples:
+      txn-audit timeline tables/ --topic transfers --partition 0
+      txn-audit timeline tables/ --topic orders --partition 0 --cluster CLUSTER_ID
+      txn-audit timeline tables/ --topic orders --partition 0 --from 2026-11-20T10:00:00Z --format jsonl
+
+    \b
+    Exit status: 0 shown, 2 the topic, partition, cluster or broker is not in
+    TABLES, or several clusters hold the partition and --cluster does not say which.
     """
-    from auditor.engine.views import AuditContext
-    from auditor.forensics.timeline import Timeline, TimelineError, TimelineRequest
+    from auditor.forensics.timeline import TimelineError, TimelineRequest, open_timeline
 
     if not (Path(tables) / "batches").is_dir():
         _fail(f"{tables} has no batches table: is it a directory written by `txn-audit ingest`?")
-    spark = _spark(master, confs)
-    tl = Timeline(AuditContext(spark, tables),
-                  TimelineRequest(topic, partition, producer_id, start, stop, broker, summary=batches == "summary"))
+    req = TimelineRequest(topic, partition, producer_id, start, stop, broker, summary=batches == "summary",
+                          cluster=cluster)
     try:
+        tl = open_timeline(tables, req, engine, lambda: _spark(master, confs))
         rep = tl.choose()
     except TimelineError as exc:
         _fail(str(exc))
         return
-    others = [r for r in tl.replicas if r != rep]
-    err.print(f"[dim]replaying {safe(topic)}-{partition}: {safe(rep.describe())}[/dim]")
+    others = tl.others()
+    err.print(f"[dim]replaying {safe(topic)}-{partition} ({tl.engine}): {safe(rep.describe())}[/dim]")
     if others:
         err.print(f"[dim]{len(others)} other replica(s), pick one with --broker: "
                   + "; ".join(safe(r.describe()) for r in others) + "[/dim]")
@@ -165,9 +236,36 @@ def timeline_cmd(tables, topic, partition, producer_id, start, stop, broker, bat
     if fmt == "jsonl":
         _jsonl(events)
         return
-    title = f"{safe(topic)}-{partition} on broker {rep.broker_id}" + (
+    title = f"{topic}-{partition}, cluster {rep.cluster_id}, broker {rep.broker_id}" + (
         f", producer {producer_id}" if producer_id is not None else "")
     _render(events, title)
+
+
+_COORDINATOR_COLUMNS = [("record", 9, ">"), ("state", 14, "<"), ("pid/epoch", 9, ">")]
+
+
+def _record_cells(r: dict[str, Any], owner: int) -> tuple[list[str], str, str | None, list[str]]:
+    """(cells, detail, style, anomalies) of a ``transaction_log`` record."""
+    from auditor.forensics.coordinator import record_json
+
+    j = record_json(r)
+    where = f"{r['partition']}@{r['offset']}"
+    anomalies = []
+    if r["partition"] != owner:
+        anomalies.append(f"stored in partition {r['partition']}, not {owner}")
+    if j["is_tombstone"]:
+        return [where, "tombstone", ""], "the id expired or was removed", "yellow", anomalies
+    bits = []
+    if j["topic_partitions"]:
+        bits.append("[" + ", ".join(j["topic_partitions"]) + "]")
+    if j["previous_producer_id"] is not None or j["next_producer_id"] is not None:
+        bits.append(f"prev/next pid {j['previous_producer_id']}/{j['next_producer_id']}")
+    if j["transaction_timeout_ms"] is not None:
+        bits.append(f"timeout {j['transaction_timeout_ms']} ms")
+    state = str(j["state"])
+    style = "red" if "Abort" in state else ("green" if "Commit" in state else ("cyan" if state == "Ongoing" else None))
+    pid = "" if j["producer_id"] is None else f"{j['producer_id']}/{j['producer_epoch']}"
+    return [where, state, pid], ", ".join(bits), style, anomalies
 
 
 @click.command("coordinator")
@@ -175,18 +273,44 @@ def timeline_cmd(tables, topic, partition, producer_id, start, stop, broker, bat
 @click.argument("transactional_id")
 @click.option("--partitions", type=click.IntRange(min=1), default=None,
               help="Partitions of __transaction_state (default: from the dump's metadata log, else its log dirs, else 50).")
+@click.option("--cluster", default=None, metavar="CLUSTER_ID",
+              help="Cluster to answer for (required when records of the id are in several clusters of TABLES).")
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True)
-def coordinator_cmd(tables, transactional_id, partitions, fmt) -> None:
+def coordinator_cmd(tables, transactional_id, partitions, cluster, fmt) -> None:
     """Which __transaction_state partition owns TRANSACTIONAL_ID, and its state history.
 
     The partition is abs(javaHashCode(id)) % N exactly as the broker computes it
     (Kafka's Utils.abs maps Integer.MIN_VALUE to 0); the history is every
-    transaction_log record of the id in offset order, tombstones included.
+    transaction_log record of the id in offset order, tombstones included, one line
+    each (a record outside the id's partition is marked !).
+
+    \b
+    Examples:
+      txn-audit coordinator tables/ transfers-txn
+      txn-audit coordinator tables/ orders-txn-a --cluster CLUSTER_ID --format jsonl
+
+    \b
+    Exit status: 0 shown, 2 records of the id are in several clusters and
+    --cluster does not say which, or --cluster names a cluster without records of it.
     """
     from auditor.forensics.coordinator import TXN_TOPIC, lookup, lookup_json, record_json
+    from auditor.forensics.timeline import describe_clusters
     from auditor.formats.txnlog import kafka_abs
 
     lookups = lookup(tables, transactional_id, partitions)
+    with_records = {lk.cluster_id: lk.brokers for lk in lookups if lk.records}
+    if cluster is not None:
+        mine = [lk for lk in lookups if lk.cluster_id == cluster]
+        if not mine:
+            known = with_records or {lk.cluster_id: lk.brokers for lk in lookups}
+            _fail(f"cluster {cluster!r} has no records of {transactional_id!r} "
+                  f"(clusters{' with records' if with_records else ''}: {describe_clusters(known)})")
+        lookups = mine
+    elif len(with_records) > 1:
+        _fail(f"records of {transactional_id!r} are in {len(with_records)} clusters; pick one with --cluster: "
+              f"{describe_clusters(with_records)}")
+    elif with_records:
+        lookups = [lk for lk in lookups if lk.records]
     for lk in lookups:
         if lk.stored_in and lk.stored_in != [lk.partition]:
             err.print(f"[yellow]warning[/yellow]: records of {safe(transactional_id)} are in {TXN_TOPIC}-"
@@ -202,27 +326,18 @@ def coordinator_cmd(tables, transactional_id, partitions, fmt) -> None:
                 sys.stdout.write(json.dumps(record_json(r), default=str) + "\n")
         return
     for lk in lookups:
-        cluster = f" (cluster {safe(lk.cluster_id)})" if lk.cluster_id and len(lookups) > 1 else ""
-        out.print(f"transactional id [bold]{safe(transactional_id)}[/bold]{cluster} -> "
+        cluster_note = f" (cluster {safe(lk.cluster_id)})" if lk.cluster_id else ""
+        out.print(f"transactional id [bold]{safe(transactional_id)}[/bold]{cluster_note} -> "
                   f"[bold]{TXN_TOPIC}-{lk.partition}[/bold]")
         out.print(f"  String.hashCode {lk.java_hash}, Utils.abs {kafka_abs(lk.java_hash)}, "
                   f"% {lk.partitions.count} partitions ({safe(lk.partitions.source)}: {safe(lk.partitions.detail)})")
         if not lk.records:
             out.print("  no records in this dump")
             continue
-        t = Table(title=f"{len(lk.records)} {TXN_TOPIC} records", expand=False)
-        for c in ("offset", "time (UTC)", "state", "pid/epoch", "prev/next pid", "timeout ms", "partitions"):
-            t.add_column(c, overflow="fold")
+        lines = _Lines(wide(), _COORDINATOR_COLUMNS)
+        lines.header(f"{len(lk.records)} {TXN_TOPIC} records")
         for r in lk.records:
-            j = record_json(r)
-            if j["is_tombstone"]:
-                t.add_row(f"{r['partition']}@{r['offset']}", safe(j["time"] or ""), "[yellow]tombstone[/yellow]",
-                          "", "", "", "(id expired or removed)")
-                continue
-            prev_next = "" if j["previous_producer_id"] is None and j["next_producer_id"] is None else (
-                f"{j['previous_producer_id']}/{j['next_producer_id']}")
-            parts = "" if j["topic_partitions"] is None else ", ".join(j["topic_partitions"])
-            t.add_row(f"{r['partition']}@{r['offset']}", safe(j["time"] or ""), safe(j["state"]),
-                      f"{j['producer_id']}/{j['producer_epoch']}", prev_next, safe(j["transaction_timeout_ms"]),
-                      safe(parts))
-        wide().print(t)
+            cells, detail, style, anomalies = _record_cells(r, lk.partition)
+            if anomalies:
+                detail = "[" + "; ".join(anomalies) + "] " + detail
+            lines.line(r.get("timestamp"), cells, detail, style=style, anomaly=bool(anomalies))

@@ -12,6 +12,56 @@ from rich.table import Table
 from auditor.cli.console import err, out, safe
 
 
+EXPECTED_INPUT = ("expected a broker log dir, a directory holding several, a partition dir (topic-N) or a Kafka "
+                  "file (.log, .index, .snapshot, checkpoint), as a local path or a file:, hdfs:// or s3a:// URI")
+
+
+class BadInput(click.ClickException):
+    """Input that cannot be used (missing, empty, nothing readable): exit status 2, before Spark starts."""
+
+    exit_code = 2
+
+
+def verbose_option(f):
+    """``-v/--verbose``: Spark's and the JVM's log lines on stderr (auditor.engine.session)."""
+    def on(_ctx, _param, value):
+        if value:
+            from auditor.engine.session import set_verbose
+
+            set_verbose(True)
+        return value
+
+    return click.option("--verbose", "-v", is_flag=True, expose_value=False, callback=on,
+                        help="Show Spark's and the JVM's log lines on stderr (default: a log file, named on failure).")(f)
+
+
+def check_inputs(inputs: list[str], plan) -> None:
+    """Raise :class:`BadInput` (before Spark starts) when no input holds a file this tool decodes:
+    the message names each input given, what was found there (does not exist, cannot be read,
+    empty, no Kafka file) and what is expected. An input that is missing beside others that are
+    not is reported with the files (status ``missing``), as before."""
+    from auditor.ingest.storage import normalize
+
+    if plan.tasks:
+        return
+    found = []
+    for given in dict.fromkeys(inputs):
+        root = normalize(given)
+        under = [fi for fi in plan.files if fi.input_root == root]
+        top = next((fi for fi in under if fi.path == root and fi.kind in ("missing", "unreadable-dir")), None)
+        if top is not None and top.kind == "missing":
+            found.append(f"{given}: does not exist")
+        elif top is not None:
+            found.append(f"{given}: cannot be read ({top.note or 'no permission'})")
+        elif not under or all(fi.kind == "empty-dir" for fi in under):
+            found.append(f"{given}: empty directory, no file in it")
+        else:
+            names = sorted({fi.path.rsplit("/", 1)[-1] for fi in under})
+            found.append(f"{given}: {len(under)} file{'s' if len(under) != 1 else ''}, none a Kafka file this tool "
+                         f"decodes ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})")
+    raise BadInput("no input file was readable: " + "; ".join(found) + f". {EXPECTED_INPUT[0].upper()}{EXPECTED_INPUT[1:]}.")
+
+
 def input_uris(_ctx, _param, value: tuple[str, ...]) -> tuple[str, ...]:
     """click callback: every input a local path or a file:, hdfs:// or s3a:// URI."""
     from auditor.ingest.storage import normalize
@@ -32,16 +82,29 @@ def input_uris(_ctx, _param, value: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--table", "tables", multiple=True, help="Only build these tables (repeatable).")
 @click.option("--split-mb", default=128, show_default=True, help="Split segments larger than this into byte-range tasks (needs the .index).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress or per-file messages on stderr.")
+@verbose_option
 def ingest_cmd(logdirs, out_dir, master, confs, tables, split_mb, quiet) -> None:
     """Decode broker log directories (several brokers allowed) into Parquet tables.
 
     LOGDIRS are local paths or file:, hdfs:// or s3a:// URIs (docs/operations.md).
 
     Every file found is listed in the `files` table with its status; each bad
-    file is also reported on stderr with path and byte position. Exit status:
-    0 all inputs clean, 1 some inputs bad (the rest was decoded), 2 usage error,
-    nothing readable, or --out cannot be written (nothing in it is replaced).
+    file is also reported on stderr with path and byte position. Prints a JSON
+    summary on stdout.
+
+    \b
+    Examples:
+      txn-audit ingest /var/lib/kafka/data --out tables
+      txn-audit ingest broker-1/ broker-2/ --out tables && txn-audit audit tables
+      txn-audit ingest hdfs://nn:8020/kafka/data --out tables --table batches
+
+    \b
+    Exit status: 0 all inputs clean; 1 some input files damaged (the rest was
+    decoded); 2 usage error, an input missing or holding nothing readable
+    (checked before Spark starts), or --out cannot be written (nothing in it
+    is replaced).
     """
+    from auditor.cli.progress import StageProgress
     from auditor.engine.ingest_job import check_output, ingest, small_plan
     from auditor.engine.session import get_spark, parse_conf
     from auditor.ingest.plan import make_plan
@@ -57,14 +120,11 @@ def ingest_cmd(logdirs, out_dir, master, confs, tables, split_mb, quiet) -> None
         raise click.UsageError(str(exc)) from None
     split_bytes = split_mb * 1024 * 1024
     plan = make_plan(list(logdirs), split_bytes)  # before Spark: its size chooses the session's settings
+    check_inputs(list(logdirs), plan)
     spark = get_spark(master, conf, delta=False, small_input=small_plan(plan))
-
-    def progress(name: str, i: int, n: int) -> None:
-        if not quiet:
-            err.print(f"[dim]decoding table {i + 1}/{n}: {name}[/dim]")
-
-    result = ingest(spark, list(logdirs), out_dir, tables=list(tables) or None,
-                    split_bytes=split_bytes, progress=progress, plan=plan)
+    with StageProgress(err, not quiet) as prog:
+        result = ingest(spark, list(logdirs), out_dir, tables=list(tables) or None,
+                        split_bytes=split_bytes, progress=prog.ingest(plan), plan=plan)
     bad = result.bad_files
     if not quiet:
         for f in bad:
@@ -75,6 +135,8 @@ def ingest_cmd(logdirs, out_dir, master, confs, tables, split_mb, quiet) -> None
     out.print_json(json.dumps(summary))
     readable = [f for f in result.files if f["status"] not in ("unreadable", "skipped", "foreign")]
     if not readable:
+        err.print("[red]error:[/red] no input file was readable (see the files table in "
+                  f"{safe(result.out)}); {EXPECTED_INPUT}")
         sys.exit(2)
     sys.exit(1 if bad else 0)
 
@@ -82,7 +144,13 @@ def ingest_cmd(logdirs, out_dir, master, confs, tables, split_mb, quiet) -> None
 @click.command("tables")
 @click.argument("tables_dir", type=click.Path(exists=True, file_okay=False))
 def tables_cmd(tables_dir) -> None:
-    """Summarise an ingested tables directory: rows per table, files by status."""
+    """Summarise an ingested tables directory: rows per table, files by status.
+
+    \b
+    Examples:
+      txn-audit tables tables/
+      txn-audit tables ~/.cache/txn-audit/tables/3f2a...   # what a scan kept
+    """
     import pyarrow.compute as pc
 
     from auditor.engine.tablesource import arrow_dataset

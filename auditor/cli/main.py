@@ -1,9 +1,23 @@
 """``txn-audit``: the command line (click + rich).
 
-Results go to stdout, diagnostics to stderr. Exit status: 0 clean, 1 some input
-was bad (decoded as far as possible, see the files table), 2 usage errors,
-nothing readable, or an output directory that cannot be written (read-only,
-no permission, disk full: one line naming it, and nothing in it replaced).
+Results go to stdout, diagnostics to stderr: the tool's own lines only. The
+driver JVM's output (launcher, log4j, Hadoop) goes to a log file of the run,
+named on stderr when a command fails; ``-v`` (``txn-audit -v CMD`` or ``CMD
+-v``) sends it to stderr instead (auditor/engine/session.py).
+
+Exit status, the same for every command (docs/operations.md, "Exit status"):
+
+  0  done; no finding at or above ``--fail-on`` (scan, audit, report, batch),
+     every input clean (ingest, dump)
+  1  findings at or above ``--fail-on``; for ingest and dump, whose findings
+     are damaged input files: some file could only be decoded in part
+  2  usage error, or input that cannot be used (missing path, nothing
+     readable, not a tables/findings directory), or an output directory that
+     cannot be written (one line naming it, and nothing in it replaced)
+  3  ``batch``: another run holds the warehouse's lock
+  1  with a traceback: an internal error (a bug: please report it)
+
+``--exit-zero`` (scan, audit, report) turns status 1 into 0, as ruff's does.
 
 Start-up matters for ``dump`` (a whole process per file is how it is used and
 compared with Kafka's ``DumpLogSegments``), so nothing is imported that a
@@ -41,6 +55,48 @@ _COMMANDS = {
     "explain": ("auditor.cli.audit_cmd", "explain_cmd"),
 }
 _PROG = "txn-audit"
+_VERBOSE_ENV = "TXN_AUDIT_VERBOSE"  # auditor.engine.session.VERBOSE_ENV (not imported: dump starts without it)
+_DUMP_EXPECTS = ("expected a Kafka log file: a segment (.log), an index (.index, .timeindex, .txnindex), "
+                 "a snapshot (.snapshot, .checkpoint) or a checkpoint file")
+
+
+def _missing(files) -> list[str]:
+    """The local paths among ``files`` that do not exist (URIs of remote stores are not looked at)."""
+    gone = []
+    for f in files:
+        if "://" in f and not f.startswith("file:"):
+            continue
+        p = f[len("file:"):] if f.startswith("file:") else f
+        if p.startswith("//"):
+            p = "/" + p.lstrip("/")
+        if not os.path.lexists(p):
+            gone.append(f)
+    return gone
+
+
+def _dump_missing_message(gone: list[str]) -> str:
+    return "; ".join(f"{g}: no such file" for g in gone) + f" ({_DUMP_EXPECTS})"
+
+
+_AT_EXIT = {"process": False, "registered": False}
+
+
+def _log_hint() -> None:
+    """On a failure: name the driver JVM's log of this run, if a JVM was started. In a process
+    started by :func:`main` the line is written at exit, after click's error message or the
+    traceback, so it is the last line; otherwise (tests calling the group) at once."""
+    session = sys.modules.get("auditor.engine.session")
+    path = session.spark_log_path() if session is not None else None
+    if path is None:
+        return
+    line = f"txn-audit: Spark's and the JVM's log of this run: {path}\n"
+    if not _AT_EXIT["process"]:
+        sys.stderr.write(line)
+    elif not _AT_EXIT["registered"]:
+        import atexit
+
+        _AT_EXIT["registered"] = True
+        atexit.register(lambda: (sys.stderr.write(line), sys.stderr.flush()))
 
 
 def _build_cli():
@@ -53,7 +109,10 @@ def _build_cli():
         def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
             if cmd_name not in self.commands and cmd_name in _COMMANDS:
                 module, attr = _COMMANDS[cmd_name]
-                self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+                cmd = getattr(importlib.import_module(module), attr)
+                if cmd_name == "dump":
+                    cmd = _checked_dump(cmd)
+                self.add_command(cmd, cmd_name)
             return super().get_command(ctx, cmd_name)
 
         def invoke(self, ctx: click.Context):
@@ -64,15 +123,63 @@ def _build_cli():
             except OutputError as exc:  # an output directory that cannot be written: one line, status 2
                 from auditor.cli.console import safe
 
+                _log_hint()
                 raise _OutputFailure(safe(str(exc), markup=False)) from None
+            except click.ClickException as exc:
+                if exc.exit_code >= 2:
+                    _log_hint()
+                raise
+            except SystemExit as exc:
+                if isinstance(exc.code, int) and exc.code >= 2:
+                    _log_hint()
+                raise
+            except (click.exceptions.Exit, click.Abort, KeyboardInterrupt):
+                raise
+            except Exception:  # noqa: BLE001 - an internal error: its traceback follows, and the JVM's log
+                _log_hint()
+                raise
+
+    def _checked_dump(cmd: click.Command) -> click.Command:
+        """``dump`` with its FILES checked first: a path that does not exist is bad input (status 2)."""
+        inner = cmd.callback
+
+        def callback(*args, **kwargs):
+            gone = _missing(kwargs.get("files") or ())
+            if gone:
+                raise _InputFailure(_dump_missing_message(gone))
+            return inner(*args, **kwargs)
+
+        cmd.callback = callback
+        return cmd
+
+    class _InputFailure(click.ClickException):
+        exit_code = 2
 
     class _OutputFailure(click.ClickException):
         exit_code = 2
 
     @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, prog_name=_PROG)
-    def cli() -> None:
-        """Offline auditor for Apache Kafka transactions."""
+    @click.option("--verbose", "-v", is_flag=True,
+                  help="Show Spark's and the JVM's log lines on stderr (default: in a log file, named on failure).")
+    def cli(verbose: bool) -> None:
+        """Offline auditor for Apache Kafka transactions.
+
+        \b
+        Examples:
+          txn-audit scan /var/lib/kafka/data              # ingest, audit, report
+          txn-audit scan broker-*/ --format html --exit-zero > r.html
+          txn-audit ingest /var/lib/kafka/data --out tables
+          txn-audit audit tables --out findings && txn-audit report findings
+          txn-audit dump 00000000000000000000.log | jq .
+
+        \b
+        Exit status: 0 ok, 1 findings at or above --fail-on (ingest, dump:
+        damaged input files), 2 usage error or unusable input, 3 batch
+        warehouse busy. See docs/operations.md.
+        """
+        if verbose:
+            os.environ[_VERBOSE_ENV] = "1"
 
     return cli
 
@@ -145,7 +252,12 @@ def _run_plain_dump(files: list[str], records: bool) -> None:
 def main() -> None:
     plain = _plain_dump(sys.argv[1:])
     if plain is not None:
+        gone = _missing(plain[0])
+        if gone:  # what the click path says (_checked_dump), without click
+            sys.stderr.write(f"Error: {_dump_missing_message(gone)}\n")
+            sys.exit(2)
         _run_plain_dump(*plain)
+    _AT_EXIT["process"] = True
     _group()(prog_name=_PROG)
 
 

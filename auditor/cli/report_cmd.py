@@ -6,8 +6,9 @@ job writes findings, people render them where they are) costs nothing to read.
 The three commands share formats, filters and exit status through
 :func:`report_options` and :func:`emit_report`.
 
-Exit status: 0 when no reported finding reaches ``--fail-on``, 1 when one does,
-2 on bad usage or unreadable input. Results go to stdout, diagnostics to stderr.
+Exit status: 0 when no reported finding reaches ``--fail-on`` (or ``--exit-zero``),
+1 when one does, 2 on bad usage or unreadable input. Results go to stdout,
+diagnostics to stderr.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ _REPORT_OPTIONS = [
     click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
                  help="Report format [default: table on a terminal, json otherwise]."),
     click.option("--topic", "topics", multiple=True, metavar="GLOB", help="Only findings on topics matching GLOB (repeatable)."),
-    click.option("--partition", "partitions", multiple=True, type=int, help="Only findings on this partition (repeatable)."),
+    click.option("--partition", "partitions", multiple=True, type=click.IntRange(min=0),
+                 help="Only findings on this partition (repeatable; 0 or more)."),
     click.option("--producer-id", "producer_ids", multiple=True, type=int, help="Only findings of this producer id (repeatable)."),
     click.option("--transactional-id", "transactional_id", default=None, metavar="REGEX", callback=_regex,
                  help="Only findings whose transactional id matches REGEX (searched anywhere in the id)."),
@@ -81,6 +83,9 @@ _REPORT_OPTIONS = [
                  help="Only findings of at least this severity."),
     click.option("--fail-on", type=click.Choice(SEVERITIES), default="error", show_default=True,
                  help="Exit 1 when a reported finding has at least this severity."),
+    click.option("--exit-zero", is_flag=True,
+                 help="Exit 0 even when findings reach --fail-on (usage and input errors still exit 2): "
+                      "for `> report.html` under `set -e`."),
     click.option("--bootstrap-server", default=None, metavar="HOST:PORT",
                  help="Put this broker into the remediation commands instead of <broker:port>."),
 ]
@@ -119,20 +124,30 @@ def emit_report(report: Report, fmt: str | None) -> None:
     sys.stdout.flush()
 
 
-def exit_with(report: Report, fail_on: str) -> None:
-    sys.exit(1 if fails(report.findings, fail_on) else 0)
+def exit_with(report: Report, fail_on: str, exit_zero: bool = False) -> None:
+    sys.exit(1 if fails(report.findings, fail_on) and not exit_zero else 0)
 
 
 @click.command("report")
 @click.argument("findings", type=click.Path())
 @click.option("--rule", "rules", multiple=True, help="Only findings of these rule ids (repeatable).")
 @report_options
-def report_cmd(findings, rules, fmt, fail_on, bootstrap_server, **filter_opts) -> None:
+def report_cmd(findings, rules, fmt, fail_on, exit_zero, bootstrap_server, **filter_opts) -> None:
     """Render a findings directory (written by `audit --out` / `scan --out`) without Spark.
 
     FINDINGS holds part-00000.parquet and _audit.json (plus _plots.json for the
-    HTML charts). Exit status: 0 no reported finding at or above --fail-on,
-    1 some, 2 bad usage or not a readable findings directory.
+    HTML charts).
+
+    \b
+    Examples:
+      txn-audit report findings/                          # a table on a terminal
+      txn-audit report findings/ --format html --exit-zero > report.html
+      txn-audit report findings/ --severity error --topic 'payments*'
+      txn-audit report findings/ --format jsonl | jq .rule
+
+    \b
+    Exit status: 0 no reported finding at or above --fail-on (always with
+    --exit-zero), 1 some, 2 bad usage or not a readable findings directory.
     """
     filters = make_filters(rules=rules, **filter_opts)
     try:
@@ -143,7 +158,7 @@ def report_cmd(findings, rules, fmt, fail_on, bootstrap_server, **filter_opts) -
     if unknown:
         err.print(f"[yellow]note[/yellow]: unknown rule id(s) {safe(', '.join(unknown))}; see `txn-audit rules`")
     emit_report(report, fmt)
-    exit_with(report, fail_on)
+    exit_with(report, fail_on, exit_zero)
 
 
 def _known_rules() -> set[str]:

@@ -108,7 +108,9 @@ def build(inputs: list[str], *, timeout: float = 900) -> Path | None:
     except OSError as exc:
         print(f"jvmcache: cannot write {path.parent}: {exc.strerror or exc}: no archive built", file=sys.stderr)
         return None
-    env = {**os.environ, CDS_ENV: "0"}  # the training run maps no older archive
+    # the training run maps no older archive; its driver JVM writes to the pipes read below, not
+    # to a log file (session.py), so that their end is the JVM's exit, after the archive is written
+    env = {**os.environ, CDS_ENV: "0", "TXN_AUDIT_VERBOSE": "1"}
     cmd = [sys.executable, "-m", "auditor.engine.jvmcache", "--train", str(tmp), *inputs]
     # its own process group: a timeout kills the child's driver JVM too, before it can write
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -15,6 +15,12 @@ classes are loadable. Parquet-only commands work either way.
 
 An embedded session's driver JVM maps its classes from a class-data sharing
 archive of this installation (``jvmcache.py``): about 3 s less per start-up.
+
+Logs: an embedded session's driver JVM (the launcher, HotSpot, log4j, Hadoop, the Python
+workers it starts) writes its stdout and stderr to a log file of the run
+(:func:`spark_log_path`, under :func:`log_dir`), not to the terminal: the tool's stderr holds
+the tool's own lines only. :func:`set_verbose` (``-v``) or ``TXN_AUDIT_VERBOSE=1`` sends them
+to stderr instead.
 """
 
 from __future__ import annotations
@@ -53,6 +59,81 @@ _LOCAL_DEFAULTS = {
     # Py4J round trips while the rules build their queries
     "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
+
+
+VERBOSE_ENV = "TXN_AUDIT_VERBOSE"
+LOG_DIR_ENV = "TXN_AUDIT_LOG_DIR"
+KEEP_LOGS = 20  # the newest run logs kept in log_dir()
+_log_path: Path | None = None
+
+
+def set_verbose(on: bool = True) -> None:
+    """``-v``: the driver JVM's output (launcher, log4j, Hadoop) goes to stderr, not to the run's log."""
+    if on:
+        os.environ[VERBOSE_ENV] = "1"
+
+
+def verbose() -> bool:
+    return os.environ.get(VERBOSE_ENV, "") not in ("", "0")
+
+
+def log_dir() -> Path:
+    """Where the runs' JVM logs go: ``$TXN_AUDIT_LOG_DIR``, else ``$XDG_CACHE_HOME/txn-audit/logs``
+    (``~/.cache/txn-audit/logs``)."""
+    env = os.environ.get(LOG_DIR_ENV)
+    if env:
+        return Path(env)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "txn-audit" / "logs"
+
+
+def spark_log_path() -> Path | None:
+    """The log file this process's driver JVM writes to (None: no JVM started here, or ``-v``)."""
+    return _log_path
+
+
+def _open_log():
+    """A new log file for this run (the oldest beyond :data:`KEEP_LOGS` removed), or None if
+    no log directory can be written (the JVM then writes to stderr, as with ``-v``)."""
+    import time
+
+    global _log_path
+    d = log_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        old = sorted(d.glob("spark-*.log"), key=lambda p: p.stat().st_mtime)
+        for p in old[: max(0, len(old) - KEEP_LOGS + 1)]:
+            p.unlink(missing_ok=True)
+        path = d / f"spark-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+        fh = open(path, "ab", buffering=0)
+    except OSError:
+        return None
+    _log_path = path
+    return fh
+
+
+def _launch_quiet(master: str, app_name: str, settings: Mapping[str, str]) -> None:
+    """Start the driver JVM (the Py4J gateway) with its stdout and stderr in the run's log, the
+    way ``SparkContext`` would start it (same ``spark-submit --conf`` settings) but with
+    ``popen_kwargs``: the launcher's and HotSpot's own lines ("Using incubator modules") and
+    log4j's console output then never reach the terminal. No-op when a gateway already runs."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway:
+            return
+        fh = _open_log()
+        if fh is None:
+            return
+        conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name)
+        for k, v in settings.items():
+            conf.set(k, v)
+        try:
+            SparkContext._gateway = launch_gateway(conf, popen_kwargs={"stdout": fh, "stderr": fh})
+        finally:
+            fh.close()  # the JVM holds its own descriptors
+        SparkContext._jvm = SparkContext._gateway.jvm
 
 
 def delta_jars_dir() -> Path:
@@ -178,6 +259,8 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
         settings["spark.driver.extraJavaOptions"] = " ".join(([user] if user else []) + extra)
     for k, v in settings.items():
         builder = builder.config(k, v)
+    if not verbose():
+        _launch_quiet(resolved, app_name, settings)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("TXN_AUDIT_SPARK_LOG_LEVEL", "ERROR"))
     return _driver_ready(spark)

@@ -9,9 +9,19 @@ except at the final ``end`` event, which asks with the checkpointed high
 watermark. The replay computes no LSO of its own. That is what a forensic
 timeline needs to show *when* a partition got stuck and by whom.
 
-Pure Python on purpose: Spark selects and sorts the (bounded) rows of the live
-log, this module consumes them as a stream, so its memory is the number of
-producers and pending runs, not the partition's size. Events are flat dicts
+Pure Python on purpose: Spark or pyarrow (:mod:`auditor.forensics.timeline`)
+selects and sorts the (bounded) rows of the live log, this module consumes them
+as a stream, so its memory is the number of producers and pending runs (and the
+involved ids' coordinator records, read ahead), not the partition's size.
+
+A data batch that opens a transaction of a producer session (id, epoch) which
+already wrote a marker on this partition (marker epoch >= data epoch: the
+hanging-transaction rule's ``late-write`` condition, :mod:`auditor.model.verdicts`)
+is a **late write** when no ``Ongoing`` coordinator record of the producer names
+this partition at or after that marker (``anomalies: ["late write"]``); without
+coordinator records of the producer, data after an ABORT marker is marked
+``after ABORT``. The ``end`` event is stamped with the newest instant replayed.
+Events are flat dicts
 with a fixed set of common keys (see :data:`COMMON_KEYS`) so ``--format jsonl``
 has a stable shape.
 """
@@ -25,7 +35,10 @@ from typing import Any, Iterable, Iterator, Mapping
 from auditor.model.producer_state.reference import ProducerStateEntry, ProducerStateManager, effective_high_watermark, is_marker
 
 COMMON_KEYS = ("event", "source", "time_ms", "time", "offset", "last_offset", "producer_id", "producer_epoch",
-               "transactional_id", "lso", "log_end", "detail")
+               "transactional_id", "lso", "log_end", "detail", "anomalies")
+LATE_WRITE = "late write"  # data of a session after its marker here, no coordinator record adding the partition again
+AFTER_ABORT = "after ABORT"  # the same without coordinator records to tell (an ABORT marker's session writing on)
+LSO_HELD_BY_LATE_WRITE = "LSO held by a late write"
 
 
 def iso_ms(ms: int | None) -> str | None:
@@ -107,8 +120,15 @@ class Replay:
         self.log_end: int | None = None
         self._last_offset: int | None = None
         self._first_batch_ms: int | None = None
-        self._last_ms: int | None = None
+        self._max_ms: int | None = None  # the newest instant replayed (batches and coordinator records shown)
         self.batches_seen = 0
+        # late writes (the hanging-transaction rule's notion, auditor.model.verdicts): the last marker of
+        # each producer on this partition, and when the coordinator put this partition in an ongoing
+        # transaction of the producer (filled by run() from the coordinator records)
+        self._marker: dict[int, tuple[int, int, str, int | None]] = {}  # pid -> (epoch, offset, type, time)
+        self._listed: dict[int, list[int]] = {}  # pid -> times of Ongoing records naming this partition
+        self._coord_pids: set[int] = set()  # producer ids the coordinator records name
+        self._late: set[int] = set()  # first offsets of transactions a late write opened
 
     # -- helpers -------------------------------------------------------------
     def _tid(self, pid: int | None) -> str | None:
@@ -137,12 +157,46 @@ class Replay:
 
     def _event(self, event: str, source: str, time_ms: int | None, *, offset: int | None = None,
                last_offset: int | None = None, producer_id: int | None = None, producer_epoch: int | None = None,
-               detail: str = "", **extra: Any) -> dict[str, Any]:
+               detail: str = "", anomalies: list[str] | None = None, **extra: Any) -> dict[str, Any]:
         ev = {"event": event, "source": source, "time_ms": time_ms, "time": iso_ms(time_ms), "offset": offset,
               "last_offset": last_offset, "producer_id": producer_id, "producer_epoch": producer_epoch,
-              "transactional_id": self._tid(producer_id), "lso": self.lso, "log_end": self.log_end, "detail": detail}
+              "transactional_id": self._tid(producer_id), "lso": self.lso, "log_end": self.log_end, "detail": detail,
+              "anomalies": list(anomalies or ())}
         ev.update(extra)
         return ev
+
+    def _seen(self, time_ms: int | None) -> None:
+        if time_ms is not None and (self._max_ms is None or time_ms > self._max_ms):
+            self._max_ms = time_ms
+
+    def _names_partition(self, parts: list[str] | None) -> bool | None:
+        return None if not parts else f"{self.opts.topic}-{self.opts.partition}" in parts
+
+    def _index_coordinator(self, records: list[Mapping[str, Any]]) -> None:
+        """What the late-write check needs from the coordinator records: the producer ids
+        they name, and when an ``Ongoing`` record of a producer named this partition."""
+        for r in records:
+            for k in ("producer_id", "previous_producer_id", "next_producer_id"):
+                if r.get(k) is not None and r[k] >= 0:
+                    self._coord_pids.add(r[k])
+            tps = r.get("topic_partitions")
+            parts = None if tps is None else [f"{tp['topic']}-{tp['partition']}" for tp in tps]
+            if (not r["is_tombstone"] and r.get("state") == "Ongoing" and r.get("producer_id") is not None
+                    and self._names_partition(parts)):
+                self._listed.setdefault(r["producer_id"], []).append(r["timestamp"])
+
+    def _late_write(self, pid: int, epoch: int) -> tuple[tuple | None, bool | None]:
+        """For a data batch opening a transaction: the marker its session (producer id, an epoch
+        not above the marker's) already wrote here, if any, and whether it is a late write
+        (no ``Ongoing`` record of the producer naming this partition at or after that marker;
+        None when no coordinator record names the producer: the rows cannot tell)."""
+        m = self._marker.get(pid)
+        if m is None or epoch > m[0]:
+            return None, None
+        if pid not in self._coord_pids:
+            return m, None
+        since = m[3] if m[3] is not None else -(1 << 62)
+        return m, not any(ts is not None and ts >= since for ts in self._listed.get(pid, ()))
 
     def _visible(self, pid: int) -> bool:
         return self.opts.producer_id is None or pid == self.opts.producer_id
@@ -154,18 +208,33 @@ class Replay:
             return ""
         return f" seq {b['base_sequence']}..{b['last_sequence']}"
 
-    def _data_event(self, b: Mapping[str, Any], opens: bool, session: str | None) -> dict[str, Any]:
+    def _data_event(self, b: Mapping[str, Any], opens: bool, session: str | None,
+                    late: tuple[tuple | None, bool | None] = (None, None)) -> dict[str, Any]:
         kind = "transactional" if b["is_transactional"] else ("idempotent" if b["producer_id"] >= 0 else "plain")
         text = f"{kind} data batch, {_n(b['record_count'], 'record')}{self._seq(b)}"
+        marker, is_late = late
+        anomalies = []
+        if marker is not None:
+            where = f"its session's {marker[2]} marker at offset {marker[1]}"
+            if is_late:
+                anomalies.append(LATE_WRITE)
+                text = f"late write after {where}, no coordinator record adds this partition again: " + text
+            elif is_late is None and marker[2] == "ABORT":
+                anomalies.append(AFTER_ABORT)
+                text = f"written after {where} (no coordinator record to tell a late write): " + text
         if opens:
             text += "; opens a transaction"
         if session:
             text += f"; {session}"
+        extra = {}
+        if opens:
+            extra = {"after_marker_offset": None if marker is None else marker[1], "late_write": is_late}
         return self._event(
             "data", "log", b["max_timestamp"], offset=b["base_offset"], last_offset=b["last_offset"],
             producer_id=b["producer_id"], producer_epoch=b["producer_epoch"], detail=text, batches=1,
             records=b["record_count"], first_sequence=b["base_sequence"], last_sequence=b["last_sequence"],
-            transactional=bool(b["is_transactional"]), opens_transaction=opens, session_start=session is not None)
+            transactional=bool(b["is_transactional"]), opens_transaction=opens, session_start=session is not None,
+            anomalies=anomalies, **extra)
 
     def _add_to_run(self, b: Mapping[str, Any]) -> None:
         key = (b["producer_id"], b["producer_epoch"], bool(b["is_transactional"]))
@@ -236,13 +305,15 @@ class Replay:
         before = self._pinned()
         self.log_end = b["last_offset"] + 1
         self._last_offset = b["last_offset"]
-        self._last_ms = b["max_timestamp"]
+        self._seen(b["max_timestamp"])
         self.batches_seen += 1
         result = self.state.append(b)
         self.state.on_high_watermark(self.log_end)  # completed transactions are not kept: memory stays bounded
         if b["is_control"]:
             marker = is_marker(b)
             session = self._session(pid, epoch) if marker else None
+            if marker and pid is not None and pid >= 0:
+                self._marker[pid] = (epoch, b["base_offset"], b["control_type"], b["max_timestamp"])
             if marker:
                 done = result.completed_txn if result is not None else None
                 started = None if done is None else (done.first_offset, self._txn_epoch.pop(pid, epoch))
@@ -269,13 +340,17 @@ class Replay:
                                   control_type=b["control_type"], detail=what)
         else:
             opens = result is not None and result.opened_txn is not None
+            late: tuple[tuple | None, bool | None] = (None, None)
             if opens:
                 self._txn_epoch[pid] = epoch
+                late = self._late_write(pid, epoch)
+                if late[1]:
+                    self._late.add(b["base_offset"])
             session = self._session(pid, epoch)
             if visible:
                 if opens or session or not self.opts.summary:
                     yield from self._flush()
-                    yield self._data_event(b, opens, session)
+                    yield self._data_event(b, opens, session, late)
                 else:
                     self._add_to_run(b)
         if self._pinned() != before:
@@ -310,8 +385,9 @@ class Replay:
                 text += " [" + ", ".join(parts) + "]"
         # an id's other transactions are shown too (they tell whether the coordinator moved on),
         # flagged so a reader can tell them from the ones that touch this partition
-        names = None if not parts else f"{self.opts.topic}-{self.opts.partition}" in parts
+        names = self._names_partition(parts)
         yield from self._flush()
+        self._seen(r["timestamp"])
         ev = self._event(
             "coordinator", "coordinator", r["timestamp"], producer_id=r.get("producer_id"),
             producer_epoch=r.get("producer_epoch"), detail=text, state=state, previous_state=prev,
@@ -326,8 +402,14 @@ class Replay:
     # -- the pass ------------------------------------------------------------------
     def run(self, batches: Iterable[Mapping[str, Any]], coordinator: Iterable[Mapping[str, Any]] = ()
             ) -> Iterator[dict[str, Any]]:
-        """Yield the events; the last one is always ``end``."""
-        coord = _Peek(coordinator)
+        """Yield the events; the last one is always ``end``.
+
+        The coordinator records (the involved ids' history: small) are read ahead once, so
+        that a data batch can be told a late write when it is replayed: the coordinator's
+        record adding the partition to a transaction is often stamped after its first batch."""
+        records = list(coordinator)
+        self._index_coordinator(records)
+        coord = _Peek(records)
         for b in batches:
             ts = b["max_timestamp"]
             if self._first_batch_ms is None:
@@ -360,7 +442,11 @@ class Replay:
                 f"producer {o['producer_id']}/{o['producer_epoch']}"
                 + (f" ({o['transactional_id']})" if o["transactional_id"] else "") + f" since {o['first_offset']}"
                 for o in opened)
-        ev = self._event("end", "replay", self._last_ms, offset=end, detail=text, high_watermark=hw,
-                         open_transactions=opened)
+        held = [o for o in opened if o["first_offset"] in self._late]
+        for o in opened:
+            o["late_write"] = o["first_offset"] in self._late
+        # stamped with the newest instant replayed: never earlier than a row above it
+        ev = self._event("end", "replay", self._max_ms, offset=end, detail=text, high_watermark=hw,
+                         open_transactions=opened, anomalies=[LSO_HELD_BY_LATE_WRITE] if held else [])
         ev["lso"] = lso
         return ev

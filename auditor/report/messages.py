@@ -95,6 +95,22 @@ def fill(template: str, fields: dict, *, command: bool = False) -> str | None:
         return None
 
 
+def readable(template: str) -> str:
+    """A template as people read it (``txn-audit explain``, docs/rules.md): each field as
+    ``<field>`` (its format spec dropped; an ``:if`` condition is left out), each optional part ``[[...]]`` (and ``[[!...]]``,
+    kept when its fields are empty) as ``[...]``."""
+    def fields(text: str) -> str:
+        return "".join(lit + (f"<{name}>" if name is not None and spec != "if" else "")
+                       for lit, name, spec, _ in string.Formatter().parse(text))
+
+    out, last = [], 0
+    for m in _GROUP.finditer(template):
+        out += [fields(template[last:m.start()]), "[" + fields(m.group(1).lstrip("!")) + "]"]
+        last = m.end()
+    out.append(fields(template[last:]))
+    return "".join(out)
+
+
 def template_fields(rule: Rule) -> set[str]:
     """Every field the templates of ``rule`` name (checked against its columns and evidence)."""
     names: set[str] = set()

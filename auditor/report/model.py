@@ -210,6 +210,37 @@ def one_line(text: object) -> str:
     return "" if text is None else safe(text, markup=False)
 
 
+_SHELL_SAFE = re.compile(r"[A-Za-z0-9._:/=<>@+-]+")
+TABLES_PLACEHOLDER = "<TABLES>"
+
+
+def shell_arg(value: object) -> str:
+    """``value`` as one shell word: as it is when it holds nothing a shell reads, else single-quoted
+    (the rule of the remediation commands, :mod:`auditor.report.messages`)."""
+    import shlex
+
+    text = str(value)
+    return text if _SHELL_SAFE.fullmatch(text) else shlex.quote(text)
+
+
+def timeline_command(f: dict, tables: str | None = None, cluster: bool = False) -> str | None:
+    """The next forensic command for finding ``f``: ``txn-audit timeline TABLES --topic T
+    --partition N --from OFFSET [--producer-id P] [--cluster CLUSTER_ID]``; ``TABLES`` is the
+    literal ``<TABLES>`` when not known, ``--cluster`` only with ``cluster`` (the report spans
+    several clusters). ``None`` for a finding without a topic-partition."""
+    if f.get("topic") is None or f.get("partition") is None:
+        return None
+    parts = ["txn-audit", "timeline", shell_arg(tables) if tables else TABLES_PLACEHOLDER,
+             "--topic", shell_arg(f["topic"]), "--partition", str(f["partition"])]
+    if f.get("first_offset") is not None:
+        parts += ["--from", str(f["first_offset"])]
+    if f.get("producer_id") is not None:
+        parts += ["--producer-id", str(f["producer_id"])]
+    if cluster and f.get("cluster_id"):
+        parts += ["--cluster", shell_arg(f["cluster_id"])]
+    return " ".join(parts)
+
+
 def coordinator_epoch(f: dict) -> str | None:
     """The coordinator epoch a finding names (evidence), as find-hanging prints it."""
     v = (f.get("evidence") or {}).get("coordinator_epoch")
@@ -257,6 +288,18 @@ class Report:
                 cmd = cmd.replace(BROKER_PLACEHOLDER, self.bootstrap_server)
             out.append({"command": cmd, "applies_to": c.get("applies_to")})
         return out
+
+    def cluster_ids(self) -> set:
+        """The clusters of the report: the run summary's and the findings'."""
+        ids = {(c or {}).get("cluster_id") for c in self.summary.get("clusters") or []}
+        ids |= {f.get("cluster_id") for f in self.findings}
+        return {c for c in ids if c}
+
+    def next_command(self, f: dict) -> str | None:
+        """The forensic command to run next on finding ``f`` (:func:`timeline_command`): over
+        ``run["tables"]`` when the run knows its tables, with ``--cluster`` when the report spans
+        several clusters."""
+        return timeline_command(f, self.run.get("tables"), cluster=len(self.cluster_ids()) > 1)
 
     def finding_json(self, f: dict) -> dict:
         """A finding as the JSON formats write it (docs/report-format.md)."""

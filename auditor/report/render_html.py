@@ -1,4 +1,13 @@
-"""``--format html``: one self-contained page (summary, plots, findings).
+"""``--format html``: one self-contained page, read top-down by someone on call.
+
+Order: title and a compact run summary; the findings summary (one row per
+finding: severity, rule/kind, topic-partition@offset, producer, age; links to
+the finding's detail ``#f-N`` and its partition card ``#p-N``) so it is in the
+first screenful; the findings per rule with their commands and each advice
+once per (rule, kind); the remediation commands grouped per cluster (a block
+is pasted against one cluster: ``<broker:port>`` is a broker of that cluster);
+then the partition chart cards. Long commands wrap inside their box: nothing
+is cut off sideways.
 
 Self-contained on purpose: the file gets attached to incidents and opened on
 laptops without network access, so there is no external script, stylesheet,
@@ -13,7 +22,7 @@ from __future__ import annotations
 import re
 
 from auditor import __version__
-from auditor.report.model import Report, format_time, one_line
+from auditor.report.model import BROKER_PLACEHOLDER, Report, format_duration, format_time, one_line
 from auditor.report.render_table import COLUMNS, summary_rows
 from auditor.report.svg import esc, lso_lag_chart, session_chart
 
@@ -25,11 +34,12 @@ body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetic
 main{max-width:1480px;margin:0 auto;padding:24px 28px 48px}
 h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:32px 0 12px;border-bottom:1px solid var(--line);padding-bottom:6px}
 h3{font-size:16px;margin:22px 0 8px}
+h1,h2,h3,figcaption{overflow-wrap:anywhere}
 .sub{color:var(--muted);margin:0 0 18px}
 code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"Liberation Mono",monospace;font-size:12.5px}
-.cards{display:flex;gap:12px;flex-wrap:wrap;margin:8px 0 18px}
-.card{border:1px solid var(--line);border-radius:8px;padding:10px 16px;min-width:120px;background:var(--panel)}
-.card .n{font-size:26px;font-weight:650}.card .k{color:var(--muted);text-transform:uppercase;font-size:11px;letter-spacing:.06em}
+.cards{display:flex;gap:8px;flex-wrap:wrap;margin:4px 0 8px}
+.card{border:1px solid var(--line);border-radius:8px;padding:3px 12px;min-width:92px;background:var(--panel)}
+.card .n{font-size:20px;font-weight:650}.card .k{color:var(--muted);text-transform:uppercase;font-size:11px;letter-spacing:.06em}
 .card.critical .n{color:var(--critical)}.card.error .n{color:var(--error)}.card.warning .n{color:var(--warning)}.card.info .n{color:var(--info)}
 .card.zero .n{color:#9aa3ad}
 table{border-collapse:collapse;width:100%}
@@ -39,15 +49,18 @@ table.findings{margin:6px 0 4px;font-size:13px}
 table.findings th{text-align:left;background:var(--panel);border-bottom:2px solid var(--line);padding:6px 8px;vertical-align:bottom}
 table.findings td{border-bottom:1px solid var(--line);padding:6px 8px;vertical-align:top}
 table.findings td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-table.findings td.msg{min-width:280px;overflow-wrap:anywhere}
+table.findings td.msg{min-width:200px;overflow-wrap:anywhere}
+table.findings td.topic{overflow-wrap:anywhere;min-width:8.5em}
+table.findings .kind{display:block;color:var(--muted);font-size:12px;margin-top:2px}
 table.findings td.id{overflow-wrap:anywhere;max-width:220px}
-table.findings td.ts{white-space:nowrap;font-variant-numeric:tabular-nums}
+table.findings td.ts{font-variant-numeric:tabular-nums}
 tr.detail td{background:#fbfcfd;border-bottom:2px solid var(--line)}
 .sev{display:inline-block;border-radius:4px;padding:1px 7px;font-size:12px;font-weight:650;color:#fff}
 .sev.critical{background:var(--critical)}.sev.error{background:var(--error)}.sev.warning{background:var(--warning)}.sev.info{background:var(--info)}
-pre{background:#0f1720;color:#e6edf3;border-radius:6px;padding:10px 12px;overflow-x:auto;margin:6px 0;white-space:pre}
+/* long commands wrap inside their box (a soft wrap: pasting keeps one line per command) */
+pre{background:#0f1720;color:#e6edf3;border-radius:6px;padding:10px 12px;overflow-x:auto;margin:6px 0;white-space:pre-wrap;overflow-wrap:anywhere;max-width:100%}
+code{overflow-wrap:anywhere}
 pre .c{color:#8b96a3}
-tr.detail pre{white-space:pre-wrap;overflow-wrap:anywhere}
 details summary{cursor:pointer;color:var(--muted)}
 dl.ev{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:6px 0}
 dl.ev dt{color:var(--muted)}dl.ev dd{margin:0;overflow-wrap:anywhere}
@@ -69,6 +82,22 @@ svg .marker{stroke-width:2}svg .marker.commit{stroke:#1d6b38}svg .marker.abort{s
 svg .finding{fill:#b3001b;stroke:#fff;stroke-width:1}svg .finding-line{stroke:#b3001b;stroke-dasharray:3 3;stroke-width:1}
 .muted{color:var(--muted)}
 footer{margin-top:40px;color:var(--muted);font-size:12px}
+nav.toc{display:flex;flex-wrap:wrap;gap:4px 16px;margin:0 0 8px;font-size:13.5px}
+nav.toc a{text-decoration:none}nav.toc a:hover{text-decoration:underline}
+p.facts{margin:0 0 6px;color:var(--muted);overflow-wrap:anywhere}
+details.run{margin:0 0 8px}details.run table.kv{margin-top:6px}
+.scroll{overflow-x:auto;max-width:100%}
+h2#overview-h{margin-top:14px}
+table.overview{font-size:13px}
+table.overview th{text-align:left;background:var(--panel);border-bottom:2px solid var(--line);padding:4px 8px}
+table.overview td{border-bottom:1px solid var(--line);padding:3px 8px;vertical-align:top}
+table.overview td.where,table.overview td.who{overflow-wrap:anywhere}
+table.overview td.num,table.overview td.age{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+.advice{border-left:3px solid var(--info);background:var(--panel);padding:6px 12px;margin:6px 0 10px}
+.advice p{margin:2px 0}.advice .refs{color:var(--muted);font-size:12.5px}
+.cluster{border:1px solid var(--line);border-radius:8px;padding:4px 16px 10px;margin:12px 0}
+.cluster h3{margin:10px 0 2px;overflow-wrap:anywhere}.cluster .where{color:var(--muted);font-size:12.5px;margin:0 0 6px;overflow-wrap:anywhere}
+p.warn{border-left:3px solid var(--warning);padding:4px 10px;background:#fff8e6}
 """
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -76,12 +105,35 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'n
 _NUMERIC = {"Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset"}
 
 
+def _pkey(f: dict) -> tuple:
+    return (f.get("cluster_id"), f.get("topic"), f.get("partition"))
+
+
 def _summary(report: Report) -> str:
+    """Severity cards, one line of key facts, and every summary row folded away (run details)."""
     cards = []
     for sev, n in report.by_severity().items():
-        cards.append(f'<div class="card {sev}{" zero" if n == 0 else ""}"><div class="n">{n}</div><div class="k">{sev}</div></div>')
+        cards.append(f'<div class="card {esc(sev)}{" zero" if n == 0 else ""}"><div class="n">{n}</div><div class="k">{esc(sev)}</div></div>')
+    s = report.summary
+    facts = []
+    if s.get("clusters"):
+        facts.append(f"{len(s['clusters'])} cluster{'' if len(s['clusters']) == 1 else 's'}")
+    if s.get("brokers"):
+        facts.append(f"{len(s['brokers'])} broker log dir{'' if len(s['brokers']) == 1 else 's'}")
+    if s:
+        facts.append(f"{s.get('partitions', 0):,} partitions")
+        facts.append(f"{s.get('batches', 0):,} batches")
+        tx = s.get("transactions") or {}
+        if tx:
+            facts.append(f"{sum(v or 0 for v in tx.values()):,} transactions ({tx.get('open', 0):,} open)")
+        tr = s.get("time_range") or {}
+        if tr.get("first_ms") is not None:
+            facts.append(f"{format_time(tr['first_ms'])} … {format_time(tr.get('last_ms'))}")
     rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in summary_rows(report))
-    return f'<div class="cards">{"".join(cards)}</div><table class="kv">{rows}</table>'
+    fact_line = f'<p class="facts">{esc(" · ".join(facts))}</p>' if facts else ""
+    return (f'<div class="cards">{"".join(cards)}</div>{fact_line}'
+            f'<details class="run" id="run"><summary>Run details: inputs, clusters, brokers, transactions, '
+            f'versions</summary><table class="kv">{rows}</table></details>')
 
 
 def _finding_numbers(report: Report) -> dict[int, int]:
@@ -91,21 +143,72 @@ def _finding_numbers(report: Report) -> dict[int, int]:
     return {id(f): i + 1 for i, f in enumerate(ordered)}
 
 
-def _partitions(report: Report, numbers: dict[int, int]) -> str:
+def _card_anchors(report: Report) -> dict[tuple, str]:
+    """(cluster, topic, partition) → the id of its partition card (``p-N``, in card order)."""
+    return {_pkey(p): f"p-{i + 1}" for i, p in enumerate(report.affected_plots())}
+
+
+def _where(f: dict) -> str:
+    """``topic-partition@offset`` (or what of it the finding has)."""
+    place = ""
+    if f.get("topic") is not None or f.get("partition") is not None:
+        place = f"{one_line(f.get('topic')) or '?'}-{one_line(f.get('partition'))}"
+    if f.get("first_offset") is not None:
+        place += f"@{f['first_offset']}" if place else f"offset {f['first_offset']}"
+    return place or "—"
+
+
+def _producer(f: dict) -> str:
+    parts = []
+    if f.get("producer_id") is not None:
+        parts.append(f"producer {f['producer_id']}" + (f" epoch {f['producer_epoch']}" if f.get("producer_epoch") is not None else ""))
+    if f.get("transactional_id"):
+        parts.append(one_line(f["transactional_id"]))
+    return " · ".join(parts)
+
+
+def _overview(report: Report, numbers: dict[int, int], cards: dict[tuple, str]) -> str:
+    """The findings summary: one row per finding, linking to its detail and its partition card."""
+    if not report.findings:
+        return ""
+    ordered = sorted(report.findings, key=lambda f: numbers[id(f)])
+    multi = len({f.get("cluster_id") for f in report.findings}) > 1
+    head = ["#", "Severity", "Rule / kind", "Where (topic-partition@offset)", *(["Cluster"] if multi else []),
+            "Producer / transactional id", "Age", "Chart"]
+    rows = []
+    for f in ordered:
+        n = numbers[id(f)]
+        anchor = cards.get(_pkey(f))
+        sev = esc(f.get("severity"))
+        kind = f" · {esc(f['kind'])}" if f.get("kind") else ""
+        cells = [f'<td class="num"><a href="#f-{n}">{n}</a></td>', f'<td><span class="sev {sev}">{sev}</span></td>',
+                 f'<td><a href="#f-{n}">{esc(f.get("rule"))}{kind}</a></td>',
+                 f'<td class="where mono">{esc(_where(f))}</td>']
+        if multi:
+            cells.append(f'<td class="where mono">{esc(f.get("cluster_id"))}</td>')
+        cells.append(f'<td class="who">{esc(_producer(f))}</td>')
+        cells.append(f'<td class="age">{esc(format_duration(f.get("duration_ms")))}</td>')
+        cells.append(f'<td><a href="#{anchor}">chart</a></td>' if anchor else '<td class="muted">—</td>')
+        rows.append(f'<tr class="overview-row">{"".join(cells)}</tr>')
+    return ('<h2 id="overview-h">Findings summary</h2><div class="scroll"><table class="overview" id="overview">'
+            f'<thead><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def _partitions(report: Report, numbers: dict[int, int], cards: dict[tuple, str]) -> str:
     parts = report.affected_plots()
     if not parts:
         return ""
     out = ['<h2 id="partitions">Partitions with findings</h2>']
     omitted = report.plots.get("omitted_partitions") or 0
     for p in parts:
-        fs = [(numbers[id(f)], f) for f in report.findings
-              if (f.get("cluster_id"), f.get("topic"), f.get("partition")) == (p.get("cluster_id"), p.get("topic"), p.get("partition"))]
+        fs = sorted(((numbers[id(f)], f) for f in report.findings if _pkey(f) == _pkey(p)), key=lambda x: x[0])
         links = ", ".join(f'<a href="#f-{n}">#{n} {esc(f["rule"])}</a>' for n, f in fs)
         facts = [f"log end {esc(p.get('log_end_offset'))}", *_lso_facts(p)]
+        # the anchor wraps the card: the card itself keeps its plain <article class="partition"><h3> shape
         out.append(
-            f'<article class="partition"><h3>{esc(p.get("topic"))}-{esc(p.get("partition"))}</h3>'
+            f'<div class="card-anchor" id="{cards[_pkey(p)]}"><article class="partition"><h3>{esc(p.get("topic"))}-{esc(p.get("partition"))}</h3>'
             f'<p class="where">broker {esc(p.get("broker_id"))} · {esc(p.get("log_dir"))} · cluster {esc(p.get("cluster_id"))}'
-            f' · {" · ".join(facts)} · findings: {links}</p>{_plots(p, fs)}</article>')
+            f' · {" · ".join(facts)} · findings: {links}</p>{_plots(p, fs)}</article></div>')
     if omitted:
         out.append(f'<p class="muted">{omitted} more partitions with findings have no plots (the report keeps the most severe).</p>')
     return "".join(out)
@@ -146,22 +249,51 @@ def _commands_pre(lines: list[str]) -> str:
     return f"<pre>{body}</pre>"
 
 
+def _advice(fs: list[dict], numbers: dict[int, int]) -> tuple[dict[int, int], list[tuple[str, str, list[int]]]]:
+    """Each distinct advice of a rule's findings once, per kind: (id(finding) → advice index,
+    [(kind, text, finding numbers)])."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    index: dict[int, int] = {}
+    for f in fs:
+        if not f.get("remediation"):
+            continue
+        key = (f.get("kind") or "", f["remediation"])
+        if key not in groups:
+            groups[key] = []
+        groups[key].append(numbers[id(f)])
+        index[id(f)] = list(groups).index(key)
+    return index, [(k, text, ns) for (k, text), ns in groups.items()]
+
+
+def _refs(ns: list[int]) -> str:
+    return ", ".join(f'<a href="#f-{n}">#{n}</a>' for n in ns)
+
+
 def _findings(report: Report, numbers: dict[int, int]) -> str:
     if not report.findings:
         return '<h2 id="findings">Findings</h2><p>No findings' + (" match the filters." if report.filters.active else ".") + "</p>"
     out = ['<h2 id="findings">Findings</h2>']
+    advice_no = 0
     for rule, fs in report.by_rule().items():
         values = {h: [fn(f) for f in fs] for h, fn in COLUMNS}
         kept = [h for h, _ in COLUMNS if any(values[h])]
         # CamelCase headers may break between words (<wbr>): the table has to fit next to the message
-        head = "".join(f"<th>{re.sub(r'(?<=[a-z])(?=[A-Z])', '<wbr>', h)}</th>" for h in ["#", "Severity", *kept, "Message"])
+        head = "".join(f"<th>{re.sub(r'(?<=[a-z])(?=[A-Z])', '<wbr>', h)}</th>"
+                       for h in ["#", "Severity", *kept, "Message"])
+        index, advices = _advice(fs, numbers)
+        anchors = [f"adv-{advice_no + i + 1}" for i in range(len(advices))]
+        advice_no += len(advices)
         rows = []
         for i, f in enumerate(fs):
             n = numbers[id(f)]
-            cells = [f'<td class="num">{n}</td>', f'<td><span class="sev {esc(f["severity"])}">{esc(f["severity"])}</span></td>']
+            kind = f'<span class="kind">{esc(f["kind"])}</span>' if f.get("kind") else ""
+            cells = [f'<td class="num">{n}</td>', f'<td><span class="sev {esc(f["severity"])}">{esc(f["severity"])}</span>{kind}</td>']
             for h in kept:
-                cls = "num" if h in _NUMERIC else {"TransactionalId": "id", "LastTimestamp": "ts"}.get(h, "")
-                cells.append(f'<td class="{cls}">{esc(values[h][i])}</td>')
+                cls = "num" if h in _NUMERIC else {"TransactionalId": "id", "LastTimestamp": "ts", "Topic": "topic"}.get(h, "")
+                text = esc(values[h][i])
+                if h == "LastTimestamp":  # the time may go under the date: the table has to fit
+                    text = text.replace("T", "T<wbr>", 1)
+                cells.append(f'<td class="{cls}">{text}</td>')
             cells.append(f'<td class="msg">{esc(f.get("message"))}</td>')
             rows.append(f'<tr class="finding" id="f-{n}">{"".join(cells)}</tr>')
             detail = []
@@ -171,8 +303,9 @@ def _findings(report: Report, numbers: dict[int, int]) -> str:
                 for c in cmds:
                     lines.append(c["command"] if not c["applies_to"] else f"# {c['applies_to']}: {c['command']}")
                 detail.append(_commands_pre(lines))
-            if f.get("remediation"):
-                detail.append(f'<p><b>Remediation:</b> {esc(f["remediation"])}</p>')
+            if id(f) in index:
+                detail.append(f'<p class="muted">Advice: <a href="#{anchors[index[id(f)]]}">{esc(rule)} · '
+                              f'{esc(f.get("kind") or "advice")}</a> (above the table)</p>')
             ev = f.get("evidence") or {}
             where = " · ".join(esc(x) for x in (f.get("cluster_id"), *_replica_texts(f)) if x)
             times = ""
@@ -183,14 +316,16 @@ def _findings(report: Report, numbers: dict[int, int]) -> str:
                 detail.append(f'<details><summary>Evidence</summary><dl class="ev"><dt>where</dt><dd>{where}</dd>'
                               f'<dt>offsets</dt><dd>{esc(f.get("first_offset"))} … {esc(f.get("last_offset"))}</dd>'
                               f'<dt>time</dt><dd>{esc(times)}</dd>{dl}</dl></details>')
-            rows.append(f'<tr class="detail"><td></td><td colspan="{len(kept) + 2}">{"".join(detail)}</td></tr>')
-        out.append(f'<h3 id="rule-{esc(rule)}">{esc(rule)} <span class="muted">({len(fs)})</span></h3>'
-                   f'<table class="findings"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
-    all_cmds = _all_commands(report, numbers)
-    if all_cmds:
-        out.append('<h3 id="remediation">All remediation commands</h3><p class="muted">Paste as a whole: each block '
-                   "aborts one transaction with <code>--start-offset</code>; the form for brokers before 3.0 is commented out.</p>")
-        out.append(_commands_pre(all_cmds))
+            ncols = len(kept) + 2
+            rows.append(f'<tr class="detail"><td></td><td colspan="{ncols}">{"".join(detail)}</td></tr>')
+        adv = "".join(
+            f'<div class="advice" id="{a}"><p><b>{esc(rule)} · {esc(kind or "advice")}</b> '
+            f'<span class="refs">({"all " if len(ns) == len(fs) and len(ns) > 1 else ""}{len(ns)} finding{"" if len(ns) == 1 else "s"}: '
+            f'{_refs(ns)})</span></p><p>{esc(text)}</p></div>'
+            for a, (kind, text, ns) in zip(anchors, advices))
+        out.append(f'<h3 id="rule-{esc(rule)}">{esc(rule)} <span class="muted">({len(fs)})</span></h3>{adv}'
+                   f'<div class="scroll"><table class="findings"><thead><tr>{head}</tr></thead>'
+                   f'<tbody>{"".join(rows)}</tbody></table></div>')
     return "".join(out)
 
 
@@ -204,40 +339,98 @@ def _replica_texts(f: dict) -> list[str]:
     return out
 
 
-def _all_commands(report: Report, numbers: dict[int, int]) -> list[str]:
-    """Every distinct remediation once (hanging-transaction and stuck-lso name the same abort),
-    as a shell block: a comment naming the findings, the command, the older form commented out."""
-    blocks: dict[tuple, tuple[dict, list[dict[str, str | None]], list[int]]] = {}
-    for f in report.findings:
+def _cluster_brokers(report: Report, cluster: str | None, fs: list[dict]) -> list[tuple[object, object]]:
+    """(broker id, log dir) of a cluster: the run summary's brokers, else the findings' replicas."""
+    seen: dict[tuple, None] = {}
+    for b in report.summary.get("brokers") or []:
+        if (b or {}).get("cluster_id") == cluster:
+            seen[(b.get("broker_id"), b.get("log_dir"))] = None
+    if not seen:
+        for c in report.summary.get("clusters") or []:
+            if (c or {}).get("cluster_id") == cluster:
+                for b in c.get("brokers") or []:
+                    seen[(b, None)] = None
+    if not seen:
+        for f in fs:
+            for r in f.get("replicas") or [{"broker_id": f.get("broker_id"), "log_dir": f.get("log_dir")}]:
+                seen[(r.get("broker_id"), r.get("log_dir"))] = None
+    return list(seen)
+
+
+def _remediation(report: Report, numbers: dict[int, int]) -> str:
+    """Every distinct remediation once per cluster (hanging-transaction and stuck-lso name the
+    same abort), one shell block per cluster: a comment naming the findings, the command, the
+    older form commented out. A block is pasted against its own cluster only."""
+    clusters: dict[object, dict[tuple, tuple[dict, list[dict], list[int]]]] = {}
+    members: dict[object, list[dict]] = {}
+    for f in sorted(report.findings, key=lambda f: numbers[id(f)]):
         cmds = report.commands(f)
-        if cmds:
-            blocks.setdefault(tuple(c["command"] for c in cmds), (f, cmds, []))[2].append(numbers[id(f)])
-    lines: list[str] = []
-    for f, cmds, ns in blocks.values():
-        refs = ", ".join(f"#{n}" for n in ns)
-        lines.append(f"# {refs}: {one_line(f.get('topic'))}-{f.get('partition')} from offset {f.get('first_offset')} "
-                     f"(producer {f.get('producer_id')})")
-        lines += [c["command"] if not c["applies_to"] else f"# {c['applies_to']}: {c['command']}" for c in cmds]
-    return lines
+        if not cmds:
+            continue
+        cid = f.get("cluster_id")
+        members.setdefault(cid, []).append(f)
+        clusters.setdefault(cid, {}).setdefault(tuple(c["command"] for c in cmds), (f, cmds, []))[2].append(numbers[id(f)])
+    if not clusters:
+        return ""
+    bs = report.bootstrap_server
+    target = f"<code>{esc(bs)}</code>" if bs else f"<code>{esc(BROKER_PLACEHOLDER)}</code>"
+    out = ['<h2 id="remediation">Remediation commands, per cluster</h2>',
+           f'<p class="muted">One block per cluster. Paste a block as a whole against <b>its</b> cluster only: {target} '
+           "must be a broker of that cluster. Each command aborts one transaction with <code>--start-offset</code>; the "
+           "form for brokers before 3.0 is commented out.</p>"]
+    if bs and len(clusters) > 1:
+        out.append(f'<p class="warn">The commands of all {len(clusters)} clusters name <code>--bootstrap-server {esc(bs)}</code>: '
+                   "it is a broker of at most one of them. Replace it in the other clusters' blocks with one of their brokers.</p>")
+    for i, (cid, blocks) in enumerate(clusters.items()):
+        brokers = _cluster_brokers(report, cid, members[cid])
+        shown = ", ".join(f"{one_line(b) if b is not None else '?'}" + (f" ({one_line(d)})" if d else "") for b, d in brokers[:6])
+        more = f" … {len(brokers) - 6} more" if len(brokers) > 6 else ""
+        ids = sorted({str(b) for b, _ in brokers if b is not None})
+        name = one_line(cid) if cid is not None else "unknown cluster (no meta.properties)"
+        lines: list[str] = []
+        for f, cmds, ns in blocks.values():
+            refs = ", ".join(f"#{n}" for n in ns)
+            lines.append(f"# {refs}: {one_line(f.get('topic'))}-{f.get('partition')} from offset {f.get('first_offset')} "
+                         f"(producer {f.get('producer_id')})")
+            lines += [c["command"] if not c["applies_to"] else f"# {c['applies_to']}: {c['command']}" for c in cmds]
+        which = (f"broker {', '.join(ids)}" if len(ids) == 1 else f"one of brokers {', '.join(ids)}") if ids else "a broker"
+        out.append(
+            f'<div class="cluster" id="rem-{i + 1}"><h3>Cluster <span class="mono">{esc(name)}</span></h3>'
+            f'<p class="where">brokers: {esc(shown + more) or "unknown"} · findings {_refs([n for *_, ns in blocks.values() for n in ns])}</p>'
+            f'<p>Paste as a whole against this cluster: {target} must be {esc(which)} of cluster '
+            f'<span class="mono">{esc(name)}</span>{"" if len(clusters) == 1 else ", not a broker of another cluster in this report"}.</p>'
+            f"{_commands_pre(lines)}</div>")
+    return "".join(out)
 
 
 def render_html(report: Report) -> str:
     numbers = _finding_numbers(report)
+    cards = _card_anchors(report)
     run = report.run
     sub = " · ".join(x for x in (
         f"run {esc(run.get('run_id'))}" if run.get("run_id") else "",
         f"ages as of {esc(format_time(run.get('as_of_ms')))}" if run.get("as_of_ms") else "",
         f"{len(report.findings)} findings" + (f" of {report.total_findings} (filtered)" if report.filters.active else ""),
     ) if x)
+    remediation = _remediation(report, numbers)
+    nav = [f'<a href="#overview-h">Findings summary ({len(report.findings)})</a>', '<a href="#findings">Findings</a>']
+    if remediation:
+        nav.append('<a href="#remediation">Remediation</a>')
+    if cards:
+        nav.append(f'<a href="#partitions">Partitions ({len(cards)})</a>')
+    nav.append('<a href="#run">Run details</a>')
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>txn-audit report</title><style>{CSS}</style></head><body><main>"
         f'<h1>txn-audit report</h1><p class="sub">{sub}</p>'
+        f'<nav class="toc">{"".join(nav)}</nav>'
         f'<section id="summary">{_summary(report)}</section>'
-        f"<section>{_partitions(report, numbers)}</section>"
+        f"<section>{_overview(report, numbers, cards)}</section>"
         f"<section>{_findings(report, numbers)}</section>"
+        f"<section>{remediation}</section>"
+        f"<section>{_partitions(report, numbers, cards)}</section>"
         f"<footer>Generated by txn-audit {esc(__version__)} — self-contained: no scripts, no external resources.</footer>"
         "</main></body></html>\n"
     )

@@ -22,6 +22,8 @@ def report_dict(report: Report) -> dict:
         "findings": [report.finding_json(f) for f in report.findings],
         "summary": report.summary_json(),
         "inputs": report.inputs,
+        # where the audited tables are (scan keeps them): the forensic commands read them
+        "tables": report.run.get("tables"),
     }
 
 
@@ -30,6 +32,8 @@ def render_json(report: Report) -> str:
 
 
 def render_jsonl(report: Report) -> str:
-    """One finding per line (same object as in ``findings`` of the JSON report), no summary:
-    for ``grep``, ``jq -c`` and log shippers."""
-    return "".join(json.dumps(report.finding_json(f), default=str) + "\n" for f in report.findings)
+    """One finding per line (the object of ``findings`` in the JSON report, led by the report's
+    ``schema_version`` so that each line stands alone), no summary: for ``grep``, ``jq -c`` and
+    log shippers."""
+    return "".join(json.dumps({"schema_version": SCHEMA_VERSION, **report.finding_json(f)}, default=str) + "\n"
+                   for f in report.findings)

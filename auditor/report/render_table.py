@@ -1,32 +1,45 @@
-"""``--format table``: the terminal report (rich).
+"""``--format table``: the terminal report, designed for 80 to 120 columns.
 
-A summary panel, then one table per rule with the column names of
-``kafka-transactions.sh find-hanging`` where they apply, so operators can put
-the two side by side. Every value from the dump (topics, transactional ids,
-paths, messages) goes into ``rich.text.Text`` objects, never into markup
-strings: a transactional id like ``[red]x[/red]`` prints as itself.
+The first screen is the answer: a summary of a few lines (findings by severity,
+what was read, caveats: ``Input lacks``), then the findings, most severe first,
+each as
 
-Remediation commands are printed under each table, not inside it: a table cell
-folds long lines and draws borders through them, and a command must survive
-copy and paste. The block is valid shell: a ``# [n]`` comment names the row,
-the first line is the ``--start-offset`` form, and the older-broker form
-follows as a comment, so pasting the block runs exactly one abort per row.
+* one header line: severity, ``rule/kind``, ``topic-partition@offset``, producer
+  id/epoch, transactional id, age (then cluster / brokers when the report spans
+  several), packed field by field — a field is never split, a header that does not
+  fit continues on an indented line;
+* its message, wrapped at spaces (never at hyphens: rule ids, topic names and
+  timestamps stay whole);
+* the commands to paste, each on a line of its own and never wrapped even when
+  longer than the terminal (they are to be copied): the ``--start-offset`` abort,
+  the older-broker form as a ``#`` comment, and the next forensic command
+  (:meth:`auditor.report.model.Report.next_command`, ``txn-audit timeline``);
+* the kind's advice, printed once per kind (identical advice is not repeated).
+
+Then the lists the summary counts (inputs, clusters, brokers). Every value from the
+dump (topics, transactional ids, paths, messages) goes through ``one_line`` and into
+``rich.text.Text`` objects, never into markup strings: a transactional id like
+``[red]x[/red]`` prints as itself, and a newline in a topic cannot forge a line.
+
+:data:`COLUMNS` and :func:`summary_rows` (``kafka-transactions.sh find-hanging``'s
+column names, the summary's facts) are shared with the Markdown and HTML reports.
 """
 
 from __future__ import annotations
 
+import re
+import textwrap
 from typing import Callable
 
 from rich.console import Console
-from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from auditor.report.model import Report, coordinator_epoch, format_duration, format_time, one_line
 
-MIN_MESSAGE_WIDTH = 40  # narrower message columns are unreadable: the messages go under the table
-_NUMERIC = {"#", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset"}
 SEVERITY_STYLE = {"critical": "bold white on red", "error": "bold red", "warning": "yellow", "info": "cyan"}
+SEVERITY_WIDTH = max(len(s) for s in SEVERITY_STYLE)
+INDENT = "  "
+MIN_WIDTH = 40  # below this, wrap as if the terminal had 40 columns
 
 
 def _s(v) -> str:
@@ -46,22 +59,6 @@ COLUMNS: list[tuple[str, Callable[[dict], str]]] = [
     ("Duration", lambda f: format_duration(f.get("duration_ms"))),
     ("TransactionalId", lambda f: _s(f.get("transactional_id"))),
 ]
-
-
-def _where_columns(report: Report) -> list[tuple[str, Callable[[dict], str]]]:
-    """Cluster / Broker columns only when the report spans several of them."""
-    clusters = {f.get("cluster_id") for f in report.findings}
-    brokers: dict = {}
-    for f in report.findings:
-        for r in f.get("replicas") or [{"broker_id": f.get("broker_id"), "log_dir": f.get("log_dir")}]:
-            brokers.setdefault(f.get("cluster_id"), set()).add((r.get("broker_id"), r.get("log_dir")))
-    cols: list[tuple[str, Callable[[dict], str]]] = []
-    if len(clusters) > 1:
-        cols.append(("Cluster", lambda f: _s(f.get("cluster_id"))))
-    if any(len(v) > 1 for v in brokers.values()):
-        cols.append(("Broker", lambda f: ",".join(_s(r.get("broker_id")) for r in f.get("replicas") or [])
-                      or _s(f.get("broker_id"))))
-    return cols
 
 
 def summary_rows(report: Report) -> list[tuple[str, str]]:
@@ -130,58 +127,6 @@ def transaction_versions_text(tv: dict) -> str:
     return seen + (f" ({'; '.join(parts)})" if parts else "")
 
 
-def severity_text(sev: str) -> Text:
-    return Text(one_line(sev), style=SEVERITY_STYLE.get(sev, ""))
-
-
-def _summary_panel(report: Report) -> Panel:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold", no_wrap=True)
-    grid.add_column(overflow="fold")
-    for label, value in summary_rows(report):
-        if label == "Findings":
-            t = Text(value.split(":", 1)[0] + ": ")
-            for i, (k, n) in enumerate(report.by_severity().items()):
-                t.append(("" if i == 0 else ", ") + f"{n} {k}", style=SEVERITY_STYLE.get(k, "") if n else "dim")
-            if report.filters.active:
-                t.append(f" (of {report.total_findings} before filters)")
-            grid.add_row(label, t)
-        else:
-            grid.add_row(label, Text(one_line(value)))
-    return Panel(grid, title="txn-audit report", title_align="left", border_style="blue")
-
-
-def _natural(header: str, values: list[str]) -> int:
-    return max([len(header)] + [len(v) for v in values])
-
-
-def rule_table(rule: str, findings: list[dict], where: list[tuple[str, Callable[[dict], str]]],
-               width: int | None = None) -> tuple[Table, bool]:
-    """The rule's table, and whether the messages are in it. They are when the
-    other columns fit at their natural width with room for a readable message
-    column (>= MIN_MESSAGE_WIDTH); otherwise the caller prints them under the table."""
-    values = {h: [fn(f) for f in findings] for h, fn in where + COLUMNS}
-    values["#"] = [str(i + 1) for i in range(len(findings))]
-    values["Severity"] = [f["severity"] for f in findings]
-    heads = ["#", "Severity"] + [h for h, _ in where + COLUMNS if any(values[h])]  # drop columns no finding has
-    need = sum(_natural(h, values[h]) for h in heads) + 3 * (len(heads) + 1) + 1
-    with_message = width is None or width - need >= MIN_MESSAGE_WIDTH
-    fits = width is None or need <= width
-    t = Table(title=Text(f"{one_line(rule)} — {len(findings)} finding{'s' if len(findings) != 1 else ''}", style="bold"),
-              title_justify="left", show_lines=with_message, header_style="bold")
-    for h in heads:
-        t.add_column(h, overflow="fold", no_wrap=h in ("#", "Severity"), justify="right" if h in _NUMERIC else "left",
-                     min_width=_natural(h, values[h]) if fits else None)
-    if with_message:
-        t.add_column("Message", overflow="fold", ratio=1)
-    for i, f in enumerate(findings):
-        cells = [severity_text(f["severity"]) if h == "Severity" else Text(values[h][i]) for h in heads]
-        if with_message:
-            cells.append(Text(one_line(f.get("message"))))
-        t.add_row(*cells)
-    return t, with_message
-
-
 def remediation_lines(report: Report, findings: list[dict]) -> list[str]:
     """The paste-able block under a rule's table (see the module docstring)."""
     lines: list[str] = []
@@ -199,28 +144,256 @@ def remediation_lines(report: Report, findings: list[dict]) -> list[str]:
     return [f"# {one_line(p)}" for p in prose] + lines
 
 
+
+# -- text layout -----------------------------------------------------------------------------------
+
+
+def wrap(text: str, width: int, first: str = "", rest: str = INDENT) -> list[str]:
+    """``text`` wrapped at spaces only (never inside a word, nor at a hyphen), the first
+    line after ``first``, the others after ``rest``; a word longer than a line stays whole."""
+    return textwrap.wrap(text, width=max(width, MIN_WIDTH), initial_indent=first, subsequent_indent=rest,
+                         break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
+
+
+def pack(fields: list[str], width: int, rest: str, sep: str = "  ") -> list[str]:
+    """``fields`` on lines of at most ``width`` (unless one field alone is longer), joined
+    by ``sep``; a field is never split; continuation lines start with ``rest``."""
+    width = max(width, MIN_WIDTH)
+    lines: list[str] = []
+    line = ""
+    for f in fields:
+        if not line:
+            line = f
+        elif len(line) + len(sep) + len(f) <= width:
+            line += sep + f
+        else:
+            lines.append(line)
+            line = rest + f
+    if line:
+        lines.append(line)
+    return lines
+
+
+# -- the summary ---------------------------------------------------------------------------------------
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
+
+
+def _findings_line(report: Report) -> str:
+    n = len(report.findings)
+    sev = ", ".join(f"{k} {s}" for s, k in ((s, k) for s, k in report.by_severity().items()) if k)
+    text = _plural(n, "finding") + (f": {sev}" if sev else "")
+    if report.filters.active:
+        text += f" (of {report.total_findings} before filters)"
+    return text
+
+
+_LACK = re.compile(r"^(cluster|log dir) (\S+): (.+)$")
+
+
+def input_lacks_lines(lacks: list[str], limit: int = 5, names: int = 3) -> list[str]:
+    """``summary.input_lacks`` grouped by what is lacking: ``what (clusters a, b)``, at most
+    ``names`` clusters or log dirs named per group and ``limit`` groups."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for item in lacks:
+        m = _LACK.match(one_line(item))
+        key, who = ((m.group(1), m.group(3)), m.group(2)) if m else (("", one_line(item)), "")
+        groups.setdefault(key, []).append(who)
+    out = []
+    for (scope, what), whos in groups.items():
+        whos = [w for w in whos if w]
+        if not whos:
+            out.append(what)
+        else:
+            plural = {"cluster": "clusters", "log dir": "log dirs"}.get(scope, scope)
+            more = f" +{len(whos) - names} more" if len(whos) > names else ""
+            out.append(f"{what} ({scope if len(whos) == 1 else plural} {', '.join(whos[:names])}{more})")
+    if len(out) > limit:
+        out = out[:limit] + [f"… {len(out) - limit} more (summary.input_lacks)"]
+    return out
+
+
+def summary_lines(report: Report) -> list[tuple[str, str]]:
+    """The compact summary: (style, text) lines, unwrapped; a text starting with ``\\0`` is an
+    item of the list its previous line labels."""
+    s = report.summary
+    lines: list[tuple[str, str]] = []
+    title = "txn-audit report"
+    if report.run.get("source"):
+        title += " · " + one_line(report.run["source"])
+    lines.append(("bold", title))
+    lines.append(("findings", _findings_line(report)))
+    scope = []
+    if s:
+        clusters = s.get("clusters") or []
+        if len(clusters) == 1:
+            scope.append(f"1 cluster ({one_line((clusters[0] or {}).get('cluster_id')) or '?'})")
+        elif clusters:
+            scope.append(_plural(len(clusters), "cluster"))
+        if s.get("brokers"):
+            scope.append(_plural(len(s["brokers"]), "broker") + (" (log dirs)" if len(s["brokers"]) > 1 else ""))
+        scope.append(_plural(s.get("partitions", 0), "partition"))
+        scope.append(_plural(s.get("batches", 0), "batch", "batches"))
+    text = ", ".join(scope)
+    if report.run.get("as_of_ms"):
+        text += (" · " if text else "") + "ages as of " + format_time(report.run["as_of_ms"])
+    if text:
+        lines.append(("", text))
+    if s:
+        tx = s.get("transactions") or {}
+        names = {"commit": "committed", "abort": "aborted", "open": "open", "marker-only": "marker-only"}
+        text = "Transactions: " + (", ".join(f"{n:,} {names.get(k, k)}" for k, n in tx.items()) or "none")
+        text += " · versions " + transaction_versions_text(s.get("transaction_versions") or {})
+        lines.append(("", text))
+        tr = s.get("time_range") or {}
+        if tr.get("first_ms") is not None:
+            lines.append(("", f"Time range: {format_time(tr['first_ms'])} … {format_time(tr['last_ms'])}"))
+    if report.filters.active:
+        lines.append(("", "Filters: " + "; ".join(f"{k}={v}" for k, v in report.filters.describe().items())))
+    if report.run.get("skipped"):
+        lines.append(("yellow", "Skipped rules: " + "; ".join(f"{k}: {v}" for k, v in report.run["skipped"].items())))
+    lacks = input_lacks_lines(s.get("input_lacks") or [])
+    if lacks:
+        lines.append(("yellow", "Input lacks:" + (" " + lacks[0] if len(lacks) == 1 else "")))
+        lines += [("yellow", "\0" + lack) for lack in (lacks if len(lacks) > 1 else [])]
+    if not s:
+        lines.append(("dim", "Note: this findings directory has no run summary (written without report data)"))
+    return lines
+
+
+def scope_lines(report: Report) -> list[str]:
+    """What the summary counts, listed (after the findings): inputs, clusters, brokers."""
+    s = report.summary
+    out = []
+    if report.summary.get("inputs"):
+        shown = [one_line(i) for i in s["inputs"][:5]]
+        more = f" (+{len(s['inputs']) - 5} more)" if len(s["inputs"]) > 5 else ""
+        out.append(f"Inputs: {', '.join(shown)}{more}")
+    if len(s.get("clusters") or []) > 1:
+        cs = s["clusters"]
+        out.append("Clusters: " + ", ".join(one_line((c or {}).get("cluster_id")) or "?" for c in cs[:5])
+                   + (f" (+{len(cs) - 5} more)" if len(cs) > 5 else ""))
+    if s.get("brokers"):
+        bs = s["brokers"]
+        out.append("Brokers (log dirs): " + ", ".join(f"{one_line(b.get('broker_id')) or '?'}:{one_line(b.get('log_dir')) or '?'}"
+                                                      for b in bs[:5]) + (f" (+{len(bs) - 5} more)" if len(bs) > 5 else ""))
+    return out
+
+
+# -- a finding -------------------------------------------------------------------------------------------
+
+
+def _several_brokers(report: Report) -> bool:
+    """Whether a cluster of the report has findings on several brokers / log dirs."""
+    brokers: dict = {}
+    for f in report.findings:
+        for r in f.get("replicas") or [{"broker_id": f.get("broker_id"), "log_dir": f.get("log_dir")}]:
+            brokers.setdefault(f.get("cluster_id"), set()).add((r.get("broker_id"), r.get("log_dir")))
+    return any(len(v) > 1 for v in brokers.values())
+
+
+def location(f: dict) -> str | None:
+    """``topic-partition@offset`` (the offset the transaction or anomaly starts at)."""
+    if f.get("topic") is None:
+        return None
+    where = f"{one_line(f['topic'])}-{f.get('partition')}"
+    return where + (f"@{f['first_offset']}" if f.get("first_offset") is not None else "")
+
+
+def header_fields(f: dict, cluster: bool = False, broker: bool = False) -> list[str]:
+    """A finding's header line, field by field (see the module doc)."""
+    fields = [f"{one_line(f.get('rule'))}/{one_line(f.get('kind'))}" if f.get("kind") else one_line(f.get("rule"))]
+    loc = location(f)
+    if loc:
+        fields.append(loc)
+    if f.get("producer_id") is not None:
+        epoch = f.get("producer_epoch")
+        fields.append(f"producer {f['producer_id']}" + (f"/{epoch}" if epoch is not None else ""))
+    if f.get("transactional_id") is not None:
+        fields.append(f"txid {one_line(f['transactional_id'])}")
+    if f.get("duration_ms") is not None:
+        fields.append(f"age {format_duration(f['duration_ms'])}")
+    if cluster and f.get("cluster_id"):
+        fields.append(f"cluster {one_line(f['cluster_id'])}")
+    if broker:
+        ids = ",".join(one_line(r.get("broker_id")) for r in f.get("replicas") or []) or one_line(f.get("broker_id"))
+        if ids:
+            fields.append(f"broker{'s' if ',' in ids else ''} {ids}")
+    return fields
+
+
+def finding_lines(report: Report, f: dict, width: int, *, cluster: bool = False, broker: bool = False,
+                  advice: bool = True) -> list[tuple[str, str, bool]]:
+    """A finding as (style, text, is_command) lines; commands are never wrapped."""
+    sev = one_line(f.get("severity"))
+    lead = sev.ljust(SEVERITY_WIDTH) + "  "
+    out: list[tuple[str, str, bool]] = []
+    head = pack(header_fields(f, cluster, broker), width - len(lead), " " * len(lead))
+    out.append(("header", lead + head[0], False))
+    out += [("bold", line, False) for line in head[1:]]
+    out += [("", line, False) for line in wrap(one_line(f.get("message")), width, INDENT, INDENT)]
+    for c in report.commands(f):
+        if c["applies_to"]:
+            out.append(("dim", INDENT + one_line(f"# {c['applies_to']}: {c['command']}"), True))
+        else:
+            out.append(("command", INDENT + one_line(c["command"]), True))
+    nxt = report.next_command(f)
+    if nxt:
+        out.append(("command", INDENT + one_line(nxt), True))
+    if advice and f.get("remediation"):
+        out += [("dim", line, False) for line in wrap(one_line(f["remediation"]), width, INDENT + "advice: ", INDENT * 2)]
+    return out
+
+
+_STYLES = {"command": "green", "dim": "dim", "bold": "bold", "header": "bold", "yellow": "yellow", "": ""}
+
+
+def report_lines(report: Report, width: int) -> list[tuple[str, str, bool, str | None]]:
+    """The whole report as (style, text, is_command, severity of a header line) lines."""
+    lines: list[tuple[str, str, bool, str | None]] = []
+    for style, text in summary_lines(report):
+        item = text.startswith("\0")  # one item of a list under its label: "- item", continued under it
+        first, rest = (INDENT + "- ", INDENT * 2) if item else ("", INDENT)
+        lines += [(style, line, False, None) for line in wrap(text.lstrip("\0"), width, first, rest)]
+    if not report.findings:
+        lines.append(("green", "no findings" + (" match the filters" if report.filters.active else ""), False, None))
+    cluster = len(report.cluster_ids()) > 1
+    broker = _several_brokers(report)
+    advised: set = set()
+    for f in report.findings:
+        key = (f.get("rule"), f.get("kind"), f.get("remediation"))
+        lines.append(("", "", False, None))
+        for style, text, cmd in finding_lines(report, f, width, cluster=cluster, broker=broker, advice=key not in advised):
+            lines.append((style, text, cmd, f.get("severity") if style == "header" else None))
+        advised.add(key)
+    scope = scope_lines(report)
+    if scope and report.findings:
+        lines.append(("", "", False, None))
+    for text in scope:
+        lines += [("dim", line, False, None) for line in wrap(text, width, "", INDENT)]
+    return lines
+
+
 def print_table_report(report: Report, console: Console) -> None:
     """Print the report on ``console`` (results go to stdout; see auditor.cli.console)."""
-    console.print(_summary_panel(report))
-    if not report.findings:
-        console.print(Text("no findings" + (" match the filters" if report.filters.active else ""), style="green"))
-        return
-    where = _where_columns(report)
-    for rule, fs in report.by_rule().items():
-        console.print()
-        table, inline = rule_table(rule, fs, where, console.width)
-        console.print(table)
-        if not inline:  # not enough room beside the other columns: the messages under the table, full width
-            for i, f in enumerate(fs):
-                line = Text(f"[{i + 1}] ", style="bold")
-                line.append(one_line(f.get("message")))
-                console.print(line)
-        lines = remediation_lines(report, fs)
-        if lines:
-            console.print(Text("Remediation:", style="bold"))
-            for line in lines:
-                # soft_wrap: never folded, so a copied command stays one line
-                console.print(Text(line, style="dim" if line.startswith("#") else ""), soft_wrap=True)
+    width = console.width
+    for style, text, _cmd, sev in report_lines(report, width):
+        if style == "findings":
+            t = Text(text.split(":", 1)[0], style="bold")
+            if ":" in text:
+                t.append(":")
+                for i, part in enumerate(text.split(":", 1)[1].split(",")):
+                    name = part.strip().split(" ", 1)[-1].split(" (")[0]
+                    t.append(("," if i else "") + part, style=SEVERITY_STYLE.get(name, ""))
+        elif sev is not None:
+            t = Text(text[:SEVERITY_WIDTH], style=SEVERITY_STYLE.get(sev, ""))
+            t.append(text[SEVERITY_WIDTH:], style="bold")
+        else:
+            t = Text(text, style=_STYLES.get(style, style))
+        # soft_wrap: lines are laid out already; a command longer than the terminal stays one line
+        console.print(t, soft_wrap=True)
 
 
 def render_table(report: Report, width: int = 200) -> str:
@@ -232,4 +405,4 @@ def render_table(report: Report, width: int = 200) -> str:
     return buf.getvalue()
 
 
-__all__ = ["COLUMNS", "print_table_report", "render_table", "summary_rows", "remediation_lines"]
+__all__ = ["COLUMNS", "print_table_report", "render_table", "report_lines", "summary_rows", "remediation_lines"]

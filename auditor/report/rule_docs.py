@@ -3,7 +3,9 @@
 The module docstring of a rule holds the prose, in :data:`SECTIONS` order: what
 the anomaly is (naming each kind), why it matters and how it arises. The rest
 comes from the rule's declaration: the evidence it reports, the severity and
-message of each kind, what fixes it, and the Kafka proposals behind it. The
+message of each kind, what fixes it (templates shown readably: ``<field>``,
+``[optional part]``: :func:`auditor.report.messages.readable`), and the Kafka
+proposals behind it. The
 example is the first finding of the rule's example case
 (``tests/rules/<rule-id>/<case>.yaml`` marked ``example: true``), which
 ``scripts/build_docs.py`` copies into ``rules/examples.json`` so that an
@@ -18,6 +20,7 @@ import re
 from functools import lru_cache
 
 from auditor.engine.rule import Rule
+from auditor.report.messages import readable
 
 SECTIONS = ("What", "Why it matters", "How it arises")
 _HEADING = re.compile(r"^\*\*(.+?)\.\*\*[ \t]*", re.M)
@@ -50,15 +53,16 @@ def rule_markdown(rule: Rule, level: int = 1, example: dict | None = None) -> st
     lines += [f"{h}# Evidence", "", "| field | type | meaning |", "|---|---|---|"]
     lines += [f"| `{e.name}` | {e.type} | {_md_cell(e.doc)} |" for e in rule.evidence]
     lines += ["", f"{h}# Severity", "", "| kind | severity | message |", "|---|---|---|"]
-    lines += [f"| `{name}` | {k.severity} | {_md_cell(k.message)} |" for name, k in rule.kinds.items()]
+    lines += [f"| `{name}` | {k.severity} | {_md_cell(readable(k.message))} |" for name, k in rule.kinds.items()]
     lines += ["", f"{h}# Example", ""]
     lines += _example(example if example is not None else examples().get(rule.id))
     lines += ["", f"{h}# Remediation", ""]
     for name, k in rule.kinds.items():
-        lines.append(f"* `{name}`: {k.advice or ('' if k.commands else 'no action needed.')}".rstrip())
+        advice = readable(k.advice) if k.advice else ('' if k.commands else 'no action needed.')
+        lines.append(f"* `{name}`: {_md_text(advice)}".rstrip())
         for c in k.commands:
             label = f" ({c.applies_to})" if c.applies_to else ""
-            lines.append(f"  * `{c.template}`{label}")
+            lines.append(f"  * `{readable(c.template)}`{label}")
     lines += ["", f"{h}# References", ""]
     lines += [f"* {_reference(p)}" for p in rule.proposals]
     return "\n".join(lines).rstrip() + "\n"
@@ -83,5 +87,10 @@ def _reference(p: str) -> str:
     return f"[{p}]({JIRA}{p})" if _REFERENCE.fullmatch(p) else p
 
 
+def _md_text(text: str) -> str:
+    """Prose for Markdown: a ``<field>`` placeholder escaped, so it is not read as an HTML tag."""
+    return text.replace("<", "\\<")
+
+
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return _md_text(text).replace("|", "\\|").replace("\n", " ")
