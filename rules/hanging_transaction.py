@@ -27,7 +27,7 @@ of the transaction (``__transaction_state``):
 Without the coordinator's records, age alone is decisive when it exceeds
 ``transaction.max.timeout.ms`` (``hanging``): a live coordinator aborts any
 transaction by then. The classification and the age (reference instant minus
-the first batch's timestamp) are the model's (:mod:`auditor.model.verdicts`):
+the first batch's timestamp) are the model's (``auditor/model/verdicts.py``):
 ``stuck-lso`` reports the same verdict and age for the transaction pinning the
 LSO.
 

@@ -18,7 +18,7 @@ whose appends are never sequence-checked. On compacted topics the cleaner
 removes whole batches (``LogCleaner``: all but a producer's last one), so a
 ``gap`` there is what compaction leaves and is not reported; the other kinds
 still are. Nor is a ``gap`` or ``new-epoch-nonzero`` across segments the user
-left out between the ones given (:mod:`auditor.model.coverage`): the missing
+left out between the ones given (``auditor/model/coverage.py``): the missing
 batches may be there.
 
 **Why it matters.** Idempotence is what these sequences guarantee: a ``gap``

@@ -5,7 +5,7 @@ behind the high watermark (``replication-offset-checkpoint``; the log end offset
 without one):
 
 * ``stuck`` — the pinning transaction will not close by itself: the model's
-  verdict on it (:mod:`auditor.model.verdicts`) is hanging, late-write or
+  verdict on it (``auditor/model/verdicts.py``) is hanging, late-write or
   unknown-to-coordinator;
 * ``open`` — it is in flight (the coordinator has it Ongoing with this
   partition, within its timeout);

@@ -13,7 +13,7 @@ holding it). The rule reports:
 
 Both need to know where the partition's log starts, which only the whole
 partition directory with its log dir's ``log-start-offset-checkpoint`` shows
-(:mod:`auditor.model.coverage`). When the input lacks it:
+(``auditor/model/coverage.py``). When the input lacks it:
 
 * ``undetermined`` — every segment of the directory was given but not the
   checkpoint (a partition directory alone, a copy of some segments): the
