@@ -75,20 +75,46 @@ class FileInfo:
         return d
 
 
+# Kafka's limits on the numbers a name carries: a partition is an int32 >= 0, an offset an int64 >= 0
+MAX_PARTITION = 2**31 - 1
+MAX_OFFSET = 2**63 - 1
+
+
 def parse_partition_dir(name: str) -> tuple[str, int, str] | None:
-    """``payments-3`` -> ("payments", 3, "live"); suffixed names -> their status."""
+    """``payments-3`` -> ("payments", 3, "live"); suffixed names -> their status. None for a
+    name Kafka would not give a partition directory, a partition number beyond int32 included
+    (:func:`out_of_range` says why)."""
     status = "live"
     m = _SPECIAL_DIR.match(name)
     if m:
         name, status = m.group("base"), m.group("status")
     p = _PARTITION_DIR.match(name)
-    if not p:
+    if not p or int(p.group("partition")) > MAX_PARTITION:
         return None
     return p.group("topic"), int(p.group("partition")), status
 
 
+def out_of_range(name: str) -> str | None:
+    """Why a partition directory's or an offset file's name is not one Kafka would write:
+    its number is beyond Kafka's limits (a partition is an int32, an offset an int64). None
+    when the name is in range or not of that shape. Such an entry is listed, never read:
+    one stray name must not stop an audit."""
+    base = _SPECIAL_DIR.match(name)
+    p = _PARTITION_DIR.match(base.group("base") if base else name)
+    if p and int(p.group("partition")) > MAX_PARTITION:
+        return (f"partition number {p.group('partition')} is beyond Kafka's limit ({MAX_PARTITION}): "
+                "not a partition directory, not read")
+    m = _OFFSET_FILE.match(name) or _KRAFT_SNAPSHOT.match(name)
+    if m and int(m.group("offset")) > MAX_OFFSET:
+        return f"offset {m.group('offset')} in the name is beyond Kafka's limit ({MAX_OFFSET}): not read"
+    return None
+
+
 def classify_file(name: str) -> tuple[str, str, int | None, int | None]:
-    """Kind, file status, base offset and (KRaft snapshots) epoch from a file name."""
+    """Kind, file status, base offset and (KRaft snapshots) epoch from a file name; an offset
+    beyond int64 makes it ``unknown`` (:func:`out_of_range`)."""
+    if out_of_range(name):
+        return "unknown", "live", None, None
     m = _OFFSET_FILE.match(name)
     if m:
         suffix = (m.group("suffix") or ".live")[1:]
@@ -132,7 +158,8 @@ def _info(path: Path, root: str, log_dir: str | None, topic, partition, dir_stat
     except OSError as exc:
         return FileInfo(str(path), root, log_dir, topic, partition, dir_status, kind, fstatus, base, epoch, -1, -1,
                         note=f"cannot stat: {exc.strerror}")
-    return FileInfo(str(path), root, log_dir, topic, partition, dir_status, kind, fstatus, base, epoch, size, mtime)
+    return FileInfo(str(path), root, log_dir, topic, partition, dir_status, kind, fstatus, base, epoch, size, mtime,
+                    note=out_of_range(path.name))
 
 
 def _not_a_file(path: Path, root: str, log_dir: str | None, topic, partition, dir_status) -> FileInfo:
@@ -164,7 +191,13 @@ def discover(inputs: list[str]) -> Iterator[FileInfo]:
     for raw in inputs:
         root = normalize(raw)
         p = as_path(root)
-        if p.is_file():
+        try:
+            is_file = p.is_file()
+        except OSError as exc:  # a directory on the way that cannot be searched (EACCES), an I/O error
+            yield FileInfo(root, root, None, None, None, "none", "unreadable-dir", "live", None, None, -1, -1,
+                           note=f"cannot stat: {exc.strerror or exc}")
+            continue
+        if is_file:
             yield from _single_file(p, root)
         elif p.is_dir():
             yield from _walk(p, root, {})
@@ -221,7 +254,17 @@ def _enter(d: Path, root: str, log_dir: str | None, visited: Visited) -> FileInf
                     note=f"{what} resolves to {first}, a directory already walked{loop}: not followed")
 
 
+def _out_of_range_dir(d: Path, root: str, log_dir: str | None) -> FileInfo:
+    """The one inventory row of a directory named like a partition whose number Kafka could
+    not have written (``x-2147483648``): listed with why, never walked."""
+    return FileInfo(str(d), root, log_dir, None, None, "none", "out-of-range-name", "live", None, None, 0, -1,
+                    note=out_of_range(d.name))
+
+
 def _walk(top: Path, root: str, visited: Visited) -> Iterator[FileInfo]:
+    if out_of_range(top.name):
+        yield _out_of_range_dir(top, root, str(top.parent))
+        return
     seen = _enter(top, root, None, visited)
     if seen is not None:
         yield seen
@@ -287,7 +330,9 @@ def _log_dir(d: Path, root: str, visited: Visited) -> Iterator[FileInfo]:
                        note=f"cannot list: {exc.strerror}")
         return
     for child in children:
-        if child.is_dir():
+        if child.is_dir() and out_of_range(child.name):
+            yield _out_of_range_dir(child, root, log_dir)
+        elif child.is_dir():
             parsed = parse_partition_dir(child.name)
             if parsed:
                 seen = _enter(child, root, log_dir, visited)

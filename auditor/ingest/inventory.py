@@ -61,7 +61,11 @@ def build_inventory(
         probs = sorted(problems.get(fi.path, []), key=lambda p: (p[0] if p[0] >= 0 else 1 << 62))
         row["problem_count"] = len(probs)
         row["error_message"] = row["error_position"] = None
-        if fi.kind in ("missing", "unreadable-dir"):
+        if fi.kind == "out-of-range-name" or (fi.kind == "unknown" and fi.note and "beyond Kafka's limit" in fi.note):
+            # a number in the name beyond Kafka's limits: listed, not read, the run goes on
+            row["status"] = "out-of-range"
+            row["error_message"] = fi.note
+        elif fi.kind in ("missing", "unreadable-dir"):
             row["status"] = "unreadable"
             row["error_message"] = fi.note
         elif fi.size < 0:
