@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from auditor.ingest.discovery import FileInfo
 from auditor.ingest.plan import DECODED_KINDS
+from auditor.ingest.problems import BAD_RECORD
 
 FILES_SCHEMA = pa.schema(
     [
@@ -83,6 +84,12 @@ def build_inventory(
             row["note"] = f"preallocated zero tail from byte {probs[0][0]} (normal for an active or crashed segment's index)"
         elif probs:
             pos, kind, msg = probs[0]
+            if kind == BAD_RECORD:
+                # a problem of the batches themselves, later in the file, is what recovery acts on: it leads
+                framing = next((p for p in probs if p[1] != BAD_RECORD), None)
+                if framing is not None:
+                    row["note"] = "; ".join(x for x in (row["note"], f"also an undecodable record at byte {pos}: {msg}") if x)
+                    pos, kind, msg = framing
             nothing = row["rows"] == 0 and 0 <= pos <= 17 and kind in ("unknown-magic", "bad-length", "truncated", "corrupt", "unknown-version")
             row["status"] = "foreign" if nothing and fi.size > 0 else kind
             row["error_message"] = (f"does not look like a Kafka {fi.kind}: {msg}" if row["status"] == "foreign" else msg)

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# a record of an internal topic whose key or value cannot be decoded, in a batch that is itself valid
+# (size, CRC, offsets): Kafka's log recovery validates batches, never coordinator record contents, so
+# this is reported but never where the live log is cut (auditor.model.livelog.RECOVERY_TRUNCATES)
+BAD_RECORD = "bad-record"
+
 
 @dataclass(slots=True)
 class Problem:

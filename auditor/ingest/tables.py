@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from auditor.errors import DecodeError
 from auditor.ingest.context import CONTEXT_COLUMNS, context_of
-from auditor.ingest.problems import Problem
+from auditor.ingest.problems import BAD_RECORD, Problem
 from auditor.ingest import segments
 from auditor.ingest.storage import is_remote, open_input
 
@@ -115,7 +115,10 @@ def _records_of(task: dict, f, decoder) -> Iterator[dict | Problem]:
         try:
             row = decoder(rec.key, rec.value)
         except DecodeError as exc:
-            yield Problem(exc.kind, h.position, f"record at offset {rec.offset}: {exc.message}", fatal=False)
+            # the batch is valid (size, CRC, offsets: what the broker's recovery checks, LogSegment.recover);
+            # only this record's content is not: ``bad-record``, which recovery never truncates at
+            yield Problem(BAD_RECORD, h.position, f"record at offset {rec.offset}: {exc.message} ({exc.kind})",
+                          fatal=False)
             continue
         if row is None:
             continue
