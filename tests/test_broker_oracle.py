@@ -1,7 +1,8 @@
 """The broker as oracle: our live log and producer-state model against Kafka's own log loading.
 
 Every partition directory of every broker log dir in ``sample_logs/`` and
-``shared/real_logs/`` is loaded twice:
+``shared/real_logs/`` (and one made here: an undecodable coordinator record in a valid batch,
+after an unclean shutdown) is loaded twice:
 
 * by Kafka 4.3.1's ``UnifiedLog.create`` (``LogLoader`` + ``ProducerStateManager``),
   offline on a copy (``tests/kafka_oracle.py``, ``scripts/kafka/java/LogStateOracle.java``);
@@ -54,6 +55,11 @@ def _log_dirs() -> list[Path]:
 def compared(spark, tmp_path_factory):
     log_dirs = _log_dirs()
     assert len(log_dirs) >= 30, log_dirs
+    # a log dir without a clean shutdown whose __transaction_state segment holds a valid batch with an
+    # undecodable record key between valid ones: recovery keeps it all (test_recovery_bad_record.py)
+    from test_recovery_bad_record import _log_dir as bad_record_log_dir
+
+    log_dirs.append(Path(os.path.abspath(bad_record_log_dir(tmp_path_factory.mktemp("bad-record")))))
     requests = requests_for_log_dirs(log_dirs)
     out = tmp_path_factory.mktemp("oracle") / "tables"
     ingest(spark, [str(d) for d in log_dirs], str(out))
