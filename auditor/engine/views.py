@@ -179,7 +179,9 @@ class AuditContext:
 
         df = self.load(name)
         if "cluster_id" in df.columns and "log_dir" in df.columns:
-            df = df.withColumn("cluster_id", F.coalesce("cluster_id", F.concat(F.lit("logdir:"), F.col("log_dir"))))
+            from auditor.model.clusters import cluster_key_column
+
+            df = df.withColumn("cluster_id", cluster_key_column())
         if "file" not in df.columns or "partition" not in df.columns or name == "files":
             return df
         live = self.live_log

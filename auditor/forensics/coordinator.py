@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.formats.txnlog import java_string_hash, partition_for
+from auditor.model.clusters import cluster_key
 
 TXN_TOPIC = "__transaction_state"
 DEFAULT_PARTITIONS = 50  # transaction.state.log.num.partitions default
@@ -64,13 +65,6 @@ def _dataset(tables_dir: Path, name: str):
     return arrow_dataset(tables_dir, name)
 
 
-def _cluster_key(cluster_id: str | None, log_dir: str | None) -> str | None:
-    """Clusters without a cluster.id are keyed by log dir, as the audit views do."""
-    if cluster_id is not None:
-        return cluster_id
-    return f"logdir:{log_dir}" if log_dir is not None else None
-
-
 def _metadata_counts(tables_dir: Path) -> dict[str | None, int]:
     """Per cluster: partitions of the live ``__transaction_state`` topic per the
     KRaft metadata log (TopicRecord names it, PartitionRecords number it)."""
@@ -86,7 +80,7 @@ def _metadata_counts(tables_dir: Path) -> dict[str | None, int]:
     removed: dict[str | None, set[str]] = {}
     parts: dict[tuple[str | None, str], set[int]] = {}
     for r in rows:
-        c = _cluster_key(r["cluster_id"], r["log_dir"])
+        c = cluster_key(r["cluster_id"], r["log_dir"])
         if r["record_type"] == "TOPIC_RECORD" and r["topic_name"] == TXN_TOPIC and r["topic_id"]:
             topic_ids.setdefault(c, set()).add(r["topic_id"])
         elif r["record_type"] == "REMOVE_TOPIC_RECORD" and r["topic_id"]:
@@ -115,7 +109,7 @@ def _logdir_counts(tables_dir: Path) -> dict[str | None, int]:
                       filter=(pc.field("topic") == TXN_TOPIC) & pc.field("partition").is_valid()).to_pylist()
     out: dict[str | None, int] = {}
     for r in rows:
-        c = _cluster_key(r["cluster_id"], r["log_dir"])
+        c = cluster_key(r["cluster_id"], r["log_dir"])
         out[c] = max(out.get(c, 0), r["partition"] + 1)
     return out
 
@@ -125,7 +119,7 @@ def _known_clusters(tables_dir: Path) -> list[str | None]:
     if d is None:
         return []
     rows = d.to_table(columns=["cluster_id", "log_dir"]).to_pylist()
-    keys = {_cluster_key(r["cluster_id"], r["log_dir"]) for r in rows if r["log_dir"] is not None}
+    keys = {cluster_key(r["cluster_id"], r["log_dir"]) for r in rows if r["log_dir"] is not None}
     return sorted(keys, key=lambda k: (k is None, k or ""))
 
 
@@ -176,7 +170,7 @@ def _records(tables_dir: Path, transactional_id: str) -> list[dict[str, Any]]:
         rows = [r for r in rows if r["file"] not in live or live[r["file"]].keeps(r["batch_position"], r["offset"])]
     best: dict[tuple, dict] = {}
     for r in rows:
-        r["cluster_id"] = _cluster_key(r["cluster_id"], r["log_dir"])
+        r["cluster_id"] = cluster_key(r["cluster_id"], r["log_dir"])
         k = (r["cluster_id"], r["partition"], r["offset"])
         cur = best.get(k)
         if cur is None or (r["broker_id"] if r["broker_id"] is not None else 1 << 40) < (

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from auditor.forensics.replay import Replay, ReplayOptions
+from auditor.model.clusters import cluster_key, is_log_dir_key
 
 ARROW_MAX_BATCHES = 2_000_000  # above this many batches of the partition, ``auto`` replays with Spark
 
@@ -432,13 +433,6 @@ _RECORD_COLUMNS = ["cluster_id", "broker_id", "log_dir", "file", "batch_position
                    "last_update_timestamp_ms"]
 
 
-def _cluster(cluster_id: str | None, log_dir: str | None) -> str | None:
-    """``AuditContext.table``'s key: a broker without a cluster.id is keyed by its log dir."""
-    if cluster_id is not None:
-        return cluster_id
-    return None if log_dir is None else f"logdir:{log_dir}"
-
-
 def _null_last(v: int | None) -> tuple:
     return (v is not None, v if v is not None else 0)  # Spark sorts nulls first, ascending
 
@@ -514,7 +508,7 @@ class ArrowTimeline(_TimelineBase):
                 cols = [c for c in _ARROW_BATCH_COLUMNS if c in d.schema.names]
                 rows = d.to_table(columns=cols, filter=self._partition_filter()).to_pylist()
                 for row in rows:
-                    row["cluster_id"] = _cluster(row["cluster_id"], row["log_dir"])
+                    row["cluster_id"] = cluster_key(row["cluster_id"], row["log_dir"])
                 rows = self._keep(rows, "batches")
             self._all_rows = rows
         return self._all_rows
@@ -611,12 +605,12 @@ class ArrowTimeline(_TimelineBase):
         if d is None:
             return []
         cond = pc.field("record_type") == "transaction"
-        if rep.cluster_id is not None and not rep.cluster_id.startswith("logdir:"):
+        if rep.cluster_id is not None and not is_log_dir_key(rep.cluster_id):
             cond = cond & ((pc.field("cluster_id") == rep.cluster_id) | pc.field("cluster_id").is_null())
         cols = [c for c in _RECORD_COLUMNS if c in d.schema.names]
         rows = d.to_table(columns=cols, filter=cond).to_pylist()
         for r in rows:
-            r["cluster_id"] = _cluster(r["cluster_id"], r["log_dir"])
+            r["cluster_id"] = cluster_key(r["cluster_id"], r["log_dir"])
         return self._keep([r for r in rows if r["cluster_id"] == rep.cluster_id], "transaction_log")
 
     def transactional_ids(self) -> tuple[dict[int, str], list[str]]:
@@ -693,7 +687,7 @@ class ArrowTimeline(_TimelineBase):
                     if c in d.schema.names]
             cps = d.to_table(columns=cols, filter=cond).to_pylist()
             for c in cps:
-                c["cluster_id"] = _cluster(c["cluster_id"], c["log_dir"])
+                c["cluster_id"] = cluster_key(c["cluster_id"], c["log_dir"])
             for c in self._keep(cps, "checkpoints"):
                 # the model joins on the replica key: a null broker id or log dir matches nothing
                 if rep.broker_id is None or c["broker_id"] != rep.broker_id or c["log_dir"] != rep.log_dir \

@@ -6,6 +6,8 @@ computed here, once (one fact, one place); the audit context
 (:mod:`auditor.engine.views`) only reads the tables, calls these functions and
 caches what they return:
 
+* :mod:`auditor.model.clusters` — the key of a cluster (its id, or ``logdir:<path>``
+  for a broker without one), in Spark and in Python;
 * :mod:`auditor.model.livelog` — the *live log*: which files, and which bytes of
   them, the broker's log loading keeps (no ``.deleted``/``.cleaned`` copies, no
   replaced or recovered-away segments, no retired replica directories);

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from auditor.model.clusters import cluster_key
+
 TXN_TOPIC = "__transaction_state"
 CHECKPOINT_OK = ("ok", "empty")
 
@@ -51,11 +53,6 @@ LOG_DIR_SCHEMA = ("cluster_id string, broker_id int, log_dir string, log_start_c
 COORDINATOR_COVERAGE_SCHEMA = (
     "cluster_id string, coordinator_partitions_given int, coordinator_partitions_expected int, "
     "coordinator_partitions_source string, coordinator_complete boolean")
-
-
-def cluster_key(cluster_id: str | None, log_dir: str | None) -> str | None:
-    """Brokers without a cluster.id are keyed by log dir (``AuditContext.table`` does the same)."""
-    return cluster_id if cluster_id is not None else (f"logdir:{log_dir}" if log_dir is not None else None)
 
 
 @dataclass(frozen=True)
