@@ -101,12 +101,8 @@ def run(ctx):
     first = snapshot_remembers(first, snapshots, expiration)
     # whether a snapshot's entry had expired depends on producer.id.expiration.ms: where the input cannot
     # show it, only an entry kept alive by its open transaction is remembered for sure
-    sure = snapshot_remembers(first.drop("remembered").select(*REPLICA, "producer_id", "base_offset", "producer_epoch",
-                                                               "base_sequence", "max_timestamp"), snapshots, -(2**62))
-    first = first.join(sure.select(*REPLICA, "producer_id", "base_offset", F.col("remembered").alias("_sure")),
-                       [*REPLICA, "producer_id", "base_offset"], "left")
     expiration_known = F.coalesce(F.col("producer_id_expiration_known"), F.lit(True))
-    first = first.where(~F.col("remembered") | (~expiration_known & ~F.col("_sure")))
+    first = first.where(~F.col("remembered") | (~expiration_known & ~F.col("remembered_whatever_expiration")))
     remembered_if = F.col("remembered") & ~expiration_known  # remembered under the assumed default only
     known = F.coalesce(F.col("log_start_known"), F.lit(False))
     # on a compacted topic the cleaner removes a producer's earlier batches by design (it keeps the

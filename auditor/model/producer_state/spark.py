@@ -219,7 +219,11 @@ def snapshot_remembers(first, snapshots, expiration_ms):
     no open transaction), and the batch continues the entry's sequence in its epoch —
     the broker then had state for the producer and accepted the batch in sequence.
     Retention deleting the producer's segments does not drop its state (KIP-360): only
-    expiry does. ``expiration_ms``: an int, or a column of ``first`` (per broker)."""
+    expiry does. ``expiration_ms``: an int, or a column of ``first`` (per broker).
+
+    Also ``remembered_whatever_expiration``: such an entry kept alive by its open
+    transaction (``currentTxnFirstOffset``), which no expiration setting drops — what
+    holds when the input cannot show ``producer.id.expiration.ms``."""
     from pyspark.sql import Column
     from pyspark.sql import functions as F
 
@@ -236,7 +240,10 @@ def snapshot_remembers(first, snapshots, expiration_ms):
     alive = (F.coalesce(F.col("_s_txn"), F.lit(-1)) >= 0) | ((F.col("max_timestamp") - F.col("_s_ts")) < F.col("_expiration_ms"))
     nxt = F.when(F.col("_s_last_seq") == INT32_MAX, F.lit(0)).otherwise(F.col("_s_last_seq") + 1)
     continues = (F.col("_s_epoch") == F.col("producer_epoch")) & (F.col("base_sequence") == nxt)
+    in_open_txn = F.coalesce(F.col("_s_txn"), F.lit(-1)) >= 0
     hit = j.where((F.col("snapshot_offset") <= F.col("base_offset")) & alive & continues) \
-        .select(*REPLICA, "producer_id", "base_offset").distinct().withColumn("remembered", F.lit(True))
-    return first.join(hit, [*REPLICA, "producer_id", "base_offset"], "left").withColumn(
-        "remembered", F.coalesce("remembered", F.lit(False))).drop("_expiration_ms")
+        .groupBy(*REPLICA, "producer_id", "base_offset").agg(F.max(in_open_txn.cast("int")).alias("_open"))
+    return first.join(hit, [*REPLICA, "producer_id", "base_offset"], "left").withColumns({
+        "remembered": F.col("_open").isNotNull(),
+        "remembered_whatever_expiration": F.coalesce(F.col("_open") == 1, F.lit(False)),
+    }).drop("_expiration_ms", "_open")
