@@ -51,6 +51,21 @@ class OutputError(Exception):
         self.out = str(out)
         self.reason = reason
 
+    #: what the JVM says when a Spark task's write fails for the file system's sake (java.io's
+    #: IOException messages carry the C library's strerror text); anything else Spark raises
+    #: while writing stays the error it is
+    JVM_REASONS = ("No space left on device", "Disk quota exceeded", "Read-only file system")
+
+    @classmethod
+    def of_jvm(cls, out: object, exc: BaseException) -> "OutputError | None":
+        """The error of a Spark write into ``out`` that failed because the file system is full or
+        read-only (Py4J's error text holds the Java stack trace), else None."""
+        text = str(exc)
+        for reason in cls.JVM_REASONS:
+            if reason in text:
+                return cls(out, f"{reason} (Spark writing a table); nothing was replaced")
+        return None
+
     @classmethod
     def of(cls, out: object, exc: OSError) -> "OutputError":
         where = f" (writing {exc.filename})" if exc.filename and str(exc.filename) != str(out) else ""

@@ -4,7 +4,9 @@
 
 Seeds are the files of ``sample_logs/`` and ``../shared/real_logs/`` (``$TXN_AUDIT_SHARED``) of
 every kind the planner decodes, at most 64 KiB each; a *target* is one kind (a data segment, a
-``__transaction_state`` segment, a producer snapshot, a checkpoint, ...). Each input is a seed
+``__transaction_state`` segment, a producer snapshot, a checkpoint, ...), and ``dump-native:*``
+the segments again through ``dump``'s compiled path (auditor/cli/_dumpv2.c), whose output and
+problems must equal the per-object path's. Each input is a seed
 with 1-3 mutations (a byte replaced, a cut, a cut plus zeros, a 4-byte field set to a huge or
 negative length, bytes appended), written to a scratch directory under the seed's partition
 directory name and decoded by what a Spark executor runs: ``envelope.decode_task_all`` (every
@@ -118,6 +120,49 @@ def run_one(path: Path, rng: random.Random, timeout: float) -> tuple[int, str | 
         signal.signal(signal.SIGALRM, old)
 
 
+def run_native(path: Path, timeout: float) -> tuple[int, str | None]:
+    """(problem rows, failure or None) for one segment through ``dump``'s compiled path
+    (auditor/cli/_dumpv2.c, then the Python path from where it stopped): a failure is output or
+    problems that differ from the per-object path's, an exception, a hang; a crash of the
+    extension ends the run (the input is kept first, see main)."""
+    import json
+
+    from auditor.cli import dump_run
+    from auditor.ingest.plan import make_plan
+
+    def alarm(*_):
+        raise Hang(f"no result within {timeout} s")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        problems = 0
+        for task in make_plan([str(path)], split_bytes=1 << 62).tasks:
+            if task["kind"] != "segment":
+                continue
+            lines, want = [], []
+            for o in dump_run._objects(task, False):
+                if o["type"] == "problem":
+                    want.append(o)
+                else:
+                    lines.append((json.dumps(o, default=dump_run._json_default) + "\n").encode())
+            with open(path.with_suffix(".out"), "wb") as out:
+                got = list(dump_run._fast_items(task, False, out))
+            if got != want:
+                return problems, f"problems differ: {got[:2]} != {want[:2]}"
+            if path.with_suffix(".out").read_bytes() != b"".join(lines):
+                return problems, "lines differ"
+            problems += len(got)
+        return problems, None
+    except Hang as exc:
+        return 0, f"hang: {exc}"
+    except Exception as exc:  # noqa: BLE001
+        return 0, f"{type(exc).__name__}: {exc}"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=60.0, help="time per target (ignored with --per-target)")
@@ -129,6 +174,11 @@ def main() -> None:
     a = ap.parse_args()
 
     corpus = seeds()
+    from auditor.cli import dump_native
+
+    if dump_native.available():  # dump's compiled path on the same segments: equal to the Python path
+        for target in [t for t in corpus if t.startswith("segment:")]:
+            corpus["dump-native:" + target.split(":", 1)[1]] = corpus[target]
     limit = a.memory_mib << 20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     rng = random.Random(a.seed)
@@ -149,7 +199,15 @@ def main() -> None:
                 path = Path(tmp) / "broker-1" / rel
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(buf)
-                p, failure = run_one(path, rng, a.timeout)
+                if target.startswith("dump-native:"):
+                    keep = a.save / f"{target.replace(':', '_')}-{n}-{path.name}"
+                    a.save.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(path, keep)  # kept before the run: a crash of the extension ends the process
+                    p, failure = run_native(path, a.timeout)
+                    if not failure:
+                        keep.unlink()
+                else:
+                    p, failure = run_one(path, rng, a.timeout)
                 n += 1
                 problems += p
                 if failure:

@@ -4,6 +4,15 @@ of the transaction (``__transaction_state``):
 
 * ``in-flight`` — the coordinator has the transaction Ongoing with this
   partition, and it is younger than its timeout: normal;
+* ``two-phase-commit`` — the coordinator has the transaction Ongoing with this
+  partition and a transaction timeout of ``Integer.MAX_VALUE``: a producer with
+  ``transaction.two.phase.commit.enable=true`` (KIP-939) keeps it open on
+  purpose until an external transaction coordinator (a database, Flink) decides,
+  and the coordinator never times it out
+  (``TransactionStateManager.timedOutTransactions`` skips
+  ``TransactionMetadata.isDistributedTwoPhaseCommitTxn()``, Kafka 4.3.1 and
+  4.4.0). Info, whatever its age, and no abort command: aborting it breaks the
+  external transaction;
 * ``late-write`` — the data belongs to a producer session (id, epoch) that has
   already had a marker on this partition, and the coordinator does not list the
   partition in an ongoing, unexpired transaction (the KAFKA-12671 pattern). With
@@ -26,7 +35,10 @@ of the transaction (``__transaction_state``):
 
 Without the coordinator's records, age alone is decisive when it exceeds
 ``transaction.max.timeout.ms`` (``hanging``): a live coordinator aborts any
-transaction by then. The classification and the age (reference instant minus
+transaction by then — except a two-phase-commit one, which only the
+coordinator's record shows; such a finding says so (``settled_by``), and the
+transaction must be checked (``kafka-transactions.sh describe``) before an
+abort. The classification and the age (reference instant minus
 the first batch's timestamp) are the model's (``auditor/model/verdicts.py``):
 ``stuck-lso`` reports the same verdict and age for the transaction pinning the
 LSO.
@@ -66,20 +78,40 @@ EVIDENCE = (
     COORDINATOR_EPOCH,
     Evidence("as_of_ms", "bigint", "the instant ages are measured against"),
     Evidence("undetermined_reason", "string", "what the input lacks to classify the transaction (undetermined only)"),
-    Evidence("settled_by", "string", "what would settle it (undetermined only)"),
+    Evidence("settled_by", "string", "what would settle it (undetermined), or tell a two-phase-commit transaction "
+                                     "from it (hanging by age alone)"),
+    Evidence("offset_commit_groups", "array<string>", "on __consumer_offsets: the groups whose offsets the transaction "
+             "commits, with their protocol (classic or KIP-848 consumer) as of the commit (auditor/model/groups.py)"),
+    Evidence("offset_commit_members", "array<string>", "on __consumer_offsets: those groups' members as of the commit "
+             "(member id, client id and host, member epoch, assigned partitions)"),
 )
 
 _WHERE = ("on {topic}-{partition} from offset {first_offset} (producer {producer_id}, epoch {producer_epoch}"
-          "[[, transactional id {transactional_id}]]), open for {duration_ms:duration}")
+          "[[, transactional id {transactional_id}]]), open for {duration_ms:duration}"
+          "[[; it commits offsets of {offset_commit_groups:list}]][[; members at the commit: {offset_commit_members:list}]]")
 _FIND_CLIENT = ("after the abort, find the client of the transactional id (or producer id) and upgrade it to a KIP-890 client "
                 "(3.6+ brokers verify partitions; transaction.version 2 bumps the epoch per transaction)")
 _SETTLE = ("not an all-clear: give the input the message names and audit again, or check it online with "
            "kafka-transactions.sh --bootstrap-server <broker:port> describe-producers --topic <topic> --partition <n> "
            "(a producer still listed with this current transaction start offset holds the LSO); abort it only once it "
            "proves hanging")
+_TWO_PC = ("normal while its external transaction coordinator has not decided: that coordinator completes it "
+           "through the transactional id's producer (KIP-939: a producer re-initialised with "
+           "initTransactions(keepPreparedTxn=true), then completeTransaction(preparedTxnState); Kafka 4.3.1 and 4.4.0 "
+           "coordinators answer keepPreparedTxn with UNSUPPORTED_VERSION, so there only the producer session that "
+           "prepared it can still commit it). Abort it only once the external coordinator has decided to abort "
+           "or is gone for good, and through the coordinator: kafka-transactions.sh --bootstrap-server <broker:port> "
+           "forceTerminateTransaction --transactionalId <transactional id> (initialising a producer of that "
+           "transactional id without keepPreparedTxn does the same); the partition-level abort command leaves the "
+           "coordinator's transaction open")
 KINDS = {
     "in-flight": Kind("info", "open transaction " + _WHERE + ": the coordinator has it {coordinator_state} with this "
                       "partition, within its timeout"),
+    "two-phase-commit": Kind("info", "two-phase-commit transaction " + _WHERE + ": the coordinator has it "
+                             "{coordinator_state} with this partition and transaction timeout {transaction_timeout_ms} "
+                             "(Integer.MAX_VALUE: transaction.two.phase.commit.enable, KIP-939), so it never times it "
+                             "out; it waits for its external transaction coordinator to commit or abort it",
+                             advice=_TWO_PC),
     "undetermined": Kind("warning", "open transaction the input cannot judge " + _WHERE + ": {undetermined_reason}; "
                          "to settle it: {settled_by}",
                          advice=_SETTLE),
@@ -92,15 +124,21 @@ KINDS = {
                                    ABORT, _FIND_CLIENT),
     "hanging": Kind("error", "hanging transaction " + _WHERE + ": [[the coordinator's state is {coordinator_state}, "
                     "without this partition in an unexpired transaction]][[{age_only:if}older than "
-                    "transaction.max.timeout.ms, so a live coordinator would have aborted it]]", ABORT, _FIND_CLIENT),
+                    "transaction.max.timeout.ms, so a live coordinator would have aborted it, unless it is a two-phase-commit "
+                    "transaction (KIP-939), which the coordinator never times out; the input lacks {settled_by}]]",
+                    ABORT, _FIND_CLIENT),
 }
 
 
 def run(ctx):
     from pyspark.sql import functions as F
 
-    # the model's verdict and age (auditor.model.verdicts): stuck-lso reads the same row
-    o = ctx.transaction_verdicts
+    from auditor.model import groups
+
+    # the model's verdict and age (auditor.model.verdicts): stuck-lso reads the same row; on __consumer_offsets,
+    # the groups the transaction commits offsets for, as of the commit (auditor.model.groups)
+    o = ctx.transaction_verdicts.join(groups.per_transaction(ctx.offset_commit_groups),
+                                      [*REPLICA, "producer_id", "first_offset"], "left")
     return o.select(
         *REPLICA,
         "producer_id",
@@ -126,6 +164,8 @@ def run(ctx):
             as_of_ms=F.col("as_of_ms"),
             undetermined_reason=F.col("undetermined_reason"),
             settled_by=F.col("settled_by"),
+            offset_commit_groups=F.col("offset_commit_groups"),
+            offset_commit_members=F.col("offset_commit_members"),
         ).alias("evidence"),
     )
 
@@ -137,6 +177,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-890", "KIP-664", "KAFKA-12671"),
-    views=("transaction_verdicts",),
+    views=("transaction_verdicts", "offset_commit_groups"),
     needs=("batches",),
 )

@@ -18,7 +18,8 @@ snapshots with the log they describe and reports:
 * ``snapshot-ahead-of-log`` — a snapshot whose offset is above the replica's log
   end offset: the snapshot describes records the log no longer has (lost
   unflushed data after a crash, a truncation the snapshot survived, or segments
-  missing from the dump). The broker deletes such snapshots on load.
+  missing from the dump), or a log dir read while its broker ran (the snapshot of a
+  segment rolled after the partition was read). The broker deletes such snapshots on load.
 
 On compacted topics the cleaner drops a producer's older batches, so a
 ``last-batch-mismatch`` because *no* batch ends at ``last_offset`` is not
@@ -80,8 +81,10 @@ KINDS = {
                "let the replica re-replicate; look for truncation around the offset"),
     "snapshot-ahead-of-log": Kind(
         "warning", _SNAP + " is above the replica's log end offset {log_end_offset}: it describes offsets the log no "
-        "longer has", advice="check that the dump holds every segment of the partition; otherwise compare its replicas "
-                             "(replica-divergence) for the records this one lost"),
+        "longer has", advice="check that the dump holds every segment of the partition, and that the broker was stopped "
+                             "when its log dir was read (a running broker writes a snapshot when it rolls a segment, "
+                             "possibly after the partition was read: scan again once it is stopped); otherwise "
+                             "compare its replicas (replica-divergence) for the records this one lost"),
 }
 
 
@@ -139,6 +142,7 @@ def run(ctx):
             "kind = 'producer-snapshot' AND coalesce(file_status, 'live') = 'live' AND base_offset IS NOT NULL").select(
             *REPLICA, F.col("base_offset").alias("snapshot_offset")))
     a = offs.distinct().join(parts, REPLICA).where("snapshot_offset > log_end_offset")
+
     out.append(a.select(
         *REPLICA, F.col("log_end_offset").alias("first_offset"), F.col("snapshot_offset").alias("last_offset"),
         F.lit("snapshot-ahead-of-log").alias("kind"),

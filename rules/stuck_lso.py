@@ -9,6 +9,10 @@ without one):
   unknown-to-coordinator;
 * ``open`` — it is in flight (the coordinator has it Ongoing with this
   partition, within its timeout);
+* ``two-phase-commit`` — it is a two-phase-commit transaction (KIP-939: the
+  coordinator has it Ongoing with a transaction timeout of
+  ``Integer.MAX_VALUE`` and never times it out): the LSO is pinned by design
+  until the external transaction coordinator commits or aborts it;
 * ``undetermined`` — the input cannot tell (later segments or the coordinator's
   record not given, and not provably too old): the message says what is missing.
 
@@ -64,12 +68,19 @@ _MESSAGE = ("LSO of {topic}-{partition} is pinned at {last_stable_offset} by pro
 KINDS = {
     "open": Kind("info", _MESSAGE + " (the transaction is in flight: the coordinator has it Ongoing, within its timeout)",
                  advice="no action while it is in flight: the hanging-transaction finding on the same offset follows it"),
+    "two-phase-commit": Kind("info", _MESSAGE + " (by design: the pinning transaction is a two-phase-commit "
+                             "transaction, KIP-939, which the coordinator never times out; the LSO moves when its "
+                             "external transaction coordinator commits or aborts it)",
+                             advice="no action while the external transaction coordinator has not decided: the "
+                                    "hanging-transaction finding on the same offset says what completes it and when "
+                                    "an abort is safe"),
     "undetermined": Kind("warning", _MESSAGE + "; whether the transaction can still complete the input cannot tell: "
                          "{undetermined_reason}",
                          advice="not an all-clear: the hanging-transaction finding on the same offset says what would "
                                 "settle it; abort the transaction only once it proves hanging"),
     "stuck": Kind("error", _MESSAGE + " (the pinning transaction is {verdict}: no marker will come)", ABORT,
-                  "abort the pinning transaction, then audit again (hanging-transaction says why it hangs)"),
+                  "abort the pinning transaction, then audit again (hanging-transaction says why it hangs; when "
+                  "only its age says so, the input cannot rule out a two-phase-commit transaction: check it first)"),
 }
 
 
@@ -104,7 +115,8 @@ def run(ctx):
                                         "undetermined_reason", "transactional_id")
     pin = pin.join(v, [*REPLICA, "producer_id", "first_offset"], "left")
     lag_ms = F.col("max_timestamp") - F.col("first_timestamp")
-    kind = (F.when(F.col("verdict") == "in-flight", F.lit("open")).when(F.col("verdict") == "undetermined", F.lit("undetermined"))
+    kind = (F.when(F.col("verdict") == "in-flight", F.lit("open"))
+            .when(F.col("verdict").isin("undetermined", "two-phase-commit"), F.col("verdict"))
             .otherwise(F.lit("stuck")))
     return pin.select(
         *REPLICA,

@@ -35,7 +35,9 @@ Only partitions that are in the dump are judged; a missing marker is not
 judged on compacted topics (the cleaner removes markers), on a replica whose
 newest timestamp is older than the ``Complete*`` record (it may just be
 behind), nor where retention has removed the producer's history (log start
-above 0 and no marker of that epoch nor open data on the replica).
+above 0 and no marker of that epoch nor open data on the replica), nor, on a
+tiered partition whose remote segments were not given, for a transaction that
+started before the newest record of the remote part (its markers may be there).
 
 **Why it matters.** The transaction is no longer atomic. With a
 ``wrong-marker``, ``read_committed`` consumers of this partition see data the
@@ -140,7 +142,8 @@ def run(ctx):
     ).select("*", F.col("tp.topic").alias("topic"), F.col("tp.partition").alias("partition")).drop("tp")
 
     # every replica of the listed partitions that the dump holds: one probe each
-    reps = ctx.partitions.select(*REPLICA, "log_start_offset", "max_timestamp", "is_compacted")
+    reps = ctx.partitions.select(*REPLICA, "log_start_offset", "max_timestamp", "min_timestamp", "is_compacted",
+                                 "remote_not_given", "remote_max_timestamp")
     probes = pairs.join(reps, ["cluster_id", "topic", "partition"]).withColumn("ts", F.col("start_ts")).withColumn(
         "is_event", F.lit(1))
 
@@ -183,6 +186,13 @@ def run(ctx):
         .when(F.col("is_compacted"), F.lit(None))
         .when(F.col("max_timestamp") < F.col("complete_ts"), F.lit(None))  # the replica's log stops before the decision
         .when(~traced, F.lit(None))  # retention removed the producer's history here
+        # the replica as read starts after the transaction began, its earlier batches removed (retention,
+        # DeleteRecords): the transaction's data and marker may have gone with them
+        .when((F.col("log_start_offset") > 0) & (F.col("min_timestamp") > F.col("start_ts")), F.lit(None))
+        # tiered storage without the remote store: markers written before the remote part's newest record
+        # may be there (a marker's timestamp is at or after its transaction's start)
+        .when(F.coalesce(F.col("remote_not_given") & (F.col("start_ts") <= F.col("remote_max_timestamp")), F.lit(False)),
+              F.lit(None))
         .otherwise(F.lit("missing-marker"))
     )
     g = g.withColumn("classification", cls).where("classification IS NOT NULL")

@@ -22,6 +22,13 @@ partition directory with its log dir's ``log-start-offset-checkpoint`` shows
 * ``earlier-segments-not-given`` — segments of the directory before the first
   given one were left out: the producer's earlier batches may simply be there.
   Info: the input shows nothing wrong.
+* ``earlier-batches-remote`` — tiered storage (KIP-405): ``__remote_log_metadata``
+  lists readable remote segments below the given log, and the remote store was not
+  given (``--remote-store``). The producer's earlier batches may be there, and the
+  broker had its state: RemoteLogManager copies the producer snapshot with every
+  remote segment and a replica rebuilding from remote storage loads it
+  (``buildProducerSnapshotFile``), and local retention of a tiered log keeps
+  producer state like any retention (KIP-360). Info: neither retention nor loss.
 
 On compacted topics the cleaner removes a producer's earlier batches by design
 and keeps its last one (so the broker keeps its state): not reported there.
@@ -58,6 +65,8 @@ EVIDENCE = (
                                            "its log dir's log-start-offset-checkpoint given)"),
     Evidence("earlier_segments_not_given", "int", "segments of the directory before the first given one, left out"),
     Evidence("undetermined_reason", "string", "what the input lacks (undetermined only)"),
+    Evidence("remote_log_start_offset", "bigint", "tiered storage: the first offset of the readable remote segments"),
+    Evidence("remote_segments", "int", "tiered storage: readable remote segments of the partition"),
     COMPACTED,
 )
 
@@ -82,6 +91,11 @@ KINDS = {
                                        "were not given, and may hold its earlier batches",
                                        advice="scan the whole partition directory to tell whether the broker had state "
                                               "for the producer"),
+    "earlier-batches-remote": Kind("info", _WHERE + "the partition's offsets from {remote_log_start_offset} up to {first_batch_offset} "
+                                   "are in remote storage (tiered, {remote_segments} segment(s) in __remote_log_metadata), "
+                                   "which was not given, and may hold its earlier batches",
+                                   advice="scan with --remote-store pointing at the remote storage's copy to replay the "
+                                          "whole log"),
 }
 
 
@@ -91,7 +105,8 @@ def run(ctx):
     # __consumer_offsets batches are written by the group coordinator, which never checks sequences
     first = ctx.sequence_breaks.where("prev_data_epoch IS NULL AND base_sequence > 0 AND topic != '__consumer_offsets'")
     part = ctx.partitions.select(*REPLICA, "log_start_offset", "first_batch_offset", "is_compacted", "log_start_known",
-                                 "earlier_segments_not_given")
+                                 "earlier_segments_not_given", "remote_not_given", "remote_log_start_offset",
+                                 "remote_segments")
     first = first.join(part, REPLICA, "left")
     # the broker still has state for the producer if a snapshot remembers it, unexpired, with the
     # sequence this batch continues (auditor.model.producer_state): retention alone does not drop state
@@ -111,6 +126,7 @@ def run(ctx):
     compacted = F.coalesce(F.col("is_compacted"), F.lit(False))
     first = first.where(~(compacted & ~(known & (F.col("log_start_offset") > 0))))
     kind = (F.when(F.col("earlier_segments_not_given") > 0, F.lit("earlier-segments-not-given"))
+            .when(F.coalesce(F.col("remote_not_given"), F.lit(False)), F.lit("earlier-batches-remote"))
             .when(~known | remembered_if, F.lit("undetermined"))
             .when(F.col("log_start_offset") > 0, F.lit("retention")).otherwise(F.lit("unexplained")))
     return first.select(
@@ -122,6 +138,7 @@ def run(ctx):
                  first_batch_offset=F.col("first_batch_offset"), compacted=F.col("is_compacted"),
                  log_start_known=known,
                  earlier_segments_not_given=F.col("earlier_segments_not_given"),
+                 remote_log_start_offset=F.col("remote_log_start_offset"), remote_segments=F.col("remote_segments"),
                  undetermined_reason=F.when(kind != "undetermined", F.lit(None).cast("string")).when(
                      remembered_if, F.lit("a producer snapshot remembers it unless its entry had expired, and the "
                                           "cluster's metadata log (producer.id.expiration.ms) was not given"))

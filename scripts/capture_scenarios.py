@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from auditor.formats.txnlog import partition_for  # noqa: E402
 from scripts.kafka.harness import (  # noqa: E402
+    KAFKA_4_4,
     NEWEST,
     PRE_VERIFICATION,
     JavaProducer,
@@ -272,6 +273,7 @@ class Ctx:
         self.ending_text: str | None = None  # clusters: a description of how the nodes ended
         self.after_stop: list[Callable[[], dict]] = []  # checks run on the stopped log dirs before copying
         self.used_java = False
+        self.extra_dirs: dict[str, Path] = {}  # copied next to the log dirs: sample_logs/<scenario>/<name>/
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -565,6 +567,8 @@ class Scenario:
     brokers: int = 1  # > 1: a KafkaCluster of that many combined broker+controller nodes
     node_overrides: dict | None = None  # {node_id: {property: value}} for one node of a cluster
     zookeeper: bool = False  # a ZooKeeper-mode broker (3.x) with its own ZooKeeper, not KRaft
+    keep_preallocated_indexes: bool = False  # copy >= 1 MiB preallocated .index/.timeindex files too
+    prepare: Callable[[], None] | None = None  # run before the broker is formatted (e.g. fetch a plugin jar)
 
 
 SCENARIOS: dict[str, Scenario] = {}
@@ -582,7 +586,6 @@ def val(tag: str, i: int) -> bytes:
     return f"{tag}-{i}".encode()
 
 
-@scenario("clean", NEWEST)
 def _mixed_rounds(ctx: Ctx, rng: random.Random, a, b, j, idem, rounds: int = 24) -> None:
     """Transactions over ``orders`` 0-2 by two librdkafka producers (``a``, ``b``) and the Java
     producer ``j`` in turn (every 4th aborted), with idempotent writes of ``idem`` between them."""
@@ -607,6 +610,7 @@ def _mixed_rounds(ctx: Ctx, rng: random.Random, a, b, j, idem, rounds: int = 24)
             ctx.idem_write(idem, [("orders", part, val("idem", r * 10 + k)) for k in range(rng.randint(1, 3))])
 
 
+@scenario("clean", NEWEST)
 def sc_clean(ctx: Ctx) -> dict:
     """Committed and aborted transactions by three transactional producers (two librdkafka on TV1, one
     Java client on TV2) over three partitions, idempotent and plain writes between them, one
@@ -936,6 +940,138 @@ def sc_consumer_offsets_late(ctx: Ctx) -> dict:
 UNKNOWN_PRODUCER_EXPIRATION_MS = 6000  # producer.id.expiration.ms of the unknown-producer scenario
 
 
+SHARE_STATE_PARTITIONS = 3  # share.coordinator.state.topic.num.partitions in the group-protocol scenarios
+GROUP_PROTOCOL_OVERRIDES = {"share.coordinator.state.topic.num.partitions": SHARE_STATE_PARTITIONS,
+                            "share.coordinator.state.topic.replication.factor": 1,
+                            "share.coordinator.state.topic.min.isr": 1}
+
+
+def _poll_n(consumer, n: int, timeout: float = 40.0) -> list:
+    got: list = []
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        # Consumer.poll returns one message (or None), ShareConsumer.poll a batch (Messages)
+        for x in ([] if m is None else [m] if hasattr(m, "error") else list(m)):
+            if x.error() is None:
+                got.append(x)
+    if len(got) < n:
+        raise RuntimeError(f"{type(consumer).__name__} got {len(got)} of {n} records")
+    return got
+
+
+def sc_group_protocols(ctx: Ctx) -> dict:
+    """The KIP-848 consumer protocol and a KIP-932 share group. Consume-transform-produce: a consumer
+    with group.protocol=consumer in group `etl-848` reads both partitions of `input`, a transactional
+    producer writes `output` and calls sendOffsetsToTransaction with the consumer's group metadata
+    (member id and epoch); the first round is committed, the second never is (the application is
+    abandoned, its consumer leaves the group) and the broker is stopped cleanly before the
+    transaction timeout: `__consumer_offsets` holds the consumer group's records (group, member,
+    target and current assignment) and a pending transactional offset commit. A second consumer
+    subscribes by regular expression (group `regex-848`: a ConsumerGroupRegularExpression record).
+    A share consumer (group `share-grp`, share.auto.offset.reset=earliest) reads and accepts the
+    records of `shared`: `__share_group_state` holds the share-partition's snapshot and updates."""
+    from confluent_kafka import Consumer, ShareConsumer, TopicPartition
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    ctx.create_topic("input", 2, 2048)
+    ctx.create_topic("output", 1, 2048)
+    ctx.create_topic("shared", 1, 2048)
+    src = ctx.ck("source", **{"enable.idempotence": True})
+    ctx.rec.producer("source", client="confluent-kafka", kind="idempotent")
+    ctx.idem_write(src, [("input", i % 2, val("in", i)) for i in range(12)])
+    ctx.idem_write(src, [("shared", 0, val("sh", i)) for i in range(8)])
+    p = ctx.ck("etl", **{"transactional.id": "etl-848-txn", "transaction.timeout.ms": 300000})
+    p.p.init_transactions(30)
+    ctx.rec.producer("etl", client="confluent-kafka", kind="transactional", transactional_id="etl-848-txn",
+                     transaction_timeout_ms=300000)
+    consumer = Consumer({"bootstrap.servers": ctx.broker.bootstrap, "group.id": "etl-848", "group.protocol": "consumer",
+                         "client.id": "etl-consumer", "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed", "logger": ctx.client_log})
+    consumer.subscribe(["input"])
+    got = _poll_n(consumer, 12)
+    member_id = consumer.memberid()
+    assigned = sorted((x.topic, x.partition) for x in consumer.assignment())
+    by_part: dict[int, list] = {}
+    for m in got:
+        by_part.setdefault(m.partition(), []).append(m)
+    otp = ("__consumer_offsets", coordinator_partition("etl-848"))
+    otp_name = tp(*otp)
+
+    def positions(upto: int) -> list:
+        return [TopicPartition("input", part, ms[upto].offset() + 1) for part, ms in sorted(by_part.items())]
+
+    first = ctx.ck_txn(p, [("output", 0, b"out-" + m.value()) for m in got[:6]], "COMMIT",
+                       offsets_from=(consumer, "etl-848", positions(2)))
+    first.marker_offsets[otp_name] = ctx.settle([otp])[otp_name] - 1
+    txn = ctx.ck_txn(p, [("output", 0, b"out-" + m.value()) for m in got[6:]], "OPEN",
+                     offsets_from=(consumer, "etl-848", positions(5)))
+    ctx.record_end_offsets([("input", 0), ("input", 1), ("output", 0), otp])
+    pending_at = ctx.rec.end_offsets[otp_name]["last_stable_offset"]
+
+    rx = Consumer({"bootstrap.servers": ctx.broker.bootstrap, "group.id": "regex-848", "group.protocol": "consumer",
+                   "client.id": "regex-consumer", "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                   "logger": ctx.client_log})
+    rx.subscribe(["^inp.*"])
+    _poll_n(rx, 12)
+    rx_member = rx.memberid()
+    rx_assigned = sorted((x.topic, x.partition) for x in rx.assignment())
+    rx.close()
+
+    res = ConfigResource(ResourceType.GROUP, "share-grp", incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for f in ctx.admin.incremental_alter_configs([res]).values():
+        f.result(30)
+    share = ShareConsumer({"bootstrap.servers": ctx.broker.bootstrap, "group.id": "share-grp",
+                           "client.id": "share-consumer", "logger": ctx.client_log})
+    share.subscribe(["shared"])
+    shared = _poll_n(share, 8)
+    acks = share.commit_sync(30)  # implicit acknowledgement: every record returned by poll is accepted
+    if any(e is not None for e in acks.values()):
+        raise RuntimeError(f"share acknowledgements failed: {acks}")
+    share.close()
+    consumer.close()
+    pending = txn.offset_commits
+    return {
+        "description": sc_group_protocols.__doc__,
+        "expect": {"anomalies": [
+            {"type": "open-transaction", "topic": "output", "partition": 0, "producer_id": txn.producer_id,
+             "producer_epoch": txn.producer_epoch, "transactional_id": "etl-848-txn",
+             "first_offset": min(txn.offsets["output-0"]), "last_offset": max(txn.offsets["output-0"]),
+             "coordinator_state": "Ongoing",
+             "why": "the application never committed; broker stopped before the transaction timeout (300 s)"},
+            {"type": "pending-transactional-offset-commit", "topic": "__consumer_offsets", "partition": otp[1],
+             "producer_id": txn.producer_id, "producer_epoch": txn.producer_epoch, "transactional_id": "etl-848-txn",
+             "group_id": "etl-848", "group_protocol": "consumer", "member_id": member_id,
+             "client_id": "etl-consumer", "assigned_partitions": [tp(t, pp) for t, pp in assigned],
+             "committed": [{"topic": x["topic"], "partition": x["partition"], "committed_offset": x["committed_offset"]}
+                           for x in pending],
+             "first_offset": pending_at,
+             "first_offset_source": "last stable offset of the __consumer_offsets partition reported by "
+                                   "ListOffsets(read_committed) before shutdown (the client is not told the offset)",
+             "why": "sendOffsetsToTransaction wrote a transactional offset commit that no marker completes"},
+        ]},
+        "groups": {
+            "etl-848": {"protocol": "consumer", "offsets_partition": otp_name, "member_id": member_id,
+                        "client_id": "etl-consumer", "subscribed_topics": ["input"],
+                        "assigned_partitions": [tp(t, pp) for t, pp in assigned],
+                        "why": "member id: Consumer.memberid() (KIP-848: the client generates it); assignment: "
+                               "Consumer.assignment() after the records were polled"},
+            "regex-848": {"protocol": "consumer", "offsets_partition": tp("__consumer_offsets", coordinator_partition("regex-848")),
+                          "member_id": rx_member, "client_id": "regex-consumer", "subscribed_regex": "^inp.*",
+                          "assigned_partitions": [tp(t, pp) for t, pp in rx_assigned]},
+            "share-grp": {"protocol": "share", "client_id": "share-consumer", "topic": "shared", "partition": 0,
+                          "delivered_offsets": sorted(m.offset() for m in shared),
+                          "why": "every record ShareConsumer.poll() returned, accepted (implicit acknowledgement) and "
+                                 "committed with commit_sync() before close()"},
+        },
+    }
+
+
+scenario("group-protocols", NEWEST, overrides=GROUP_PROTOCOL_OVERRIDES, features={"share.version": 1})(sc_group_protocols)
+scenario("group-protocols-4.4", "4.4.0", overrides=GROUP_PROTOCOL_OVERRIDES, features={"share.version": 1})(sc_group_protocols)
+
+
 @scenario("unknown-producer", NEWEST, overrides={"log.retention.check.interval.ms": 500, "log.initial.task.delay.ms": 500,
                                                   "log.segment.delete.delay.ms": 500,
                                                   "producer.id.expiration.ms": UNKNOWN_PRODUCER_EXPIRATION_MS})
@@ -1200,6 +1336,89 @@ def sc_timeout_abort(ctx: Ctx) -> dict:
             "marker_offsets": txn.marker_offsets,
             "marker_epoch_greater_than": txn.producer_epoch,
             "next_transaction_identity": [pid2, epoch2]}},
+    }
+
+
+TWO_PC_MAX_TIMEOUT_MS = 4000  # the broker's transaction.max.timeout.ms in prepared-2pc
+
+
+# InitProducerId v6 (Enable2Pc, KeepPreparedTxn) is latestVersionUnstable in 4.3.1 and 4.4.0: the broker
+# advertises it only with unstable.api.versions.enable; without it the client falls back to v5, which
+# drops Enable2Pc, and the coordinator validates the producer's default 60 s timeout against the maximum
+@scenario("prepared-2pc", NEWEST, overrides={"transaction.two.phase.commit.enable": "true",
+                                              "unstable.api.versions.enable": "true",
+                                              "transaction.max.timeout.ms": TWO_PC_MAX_TIMEOUT_MS,
+                                              "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500})
+def sc_prepared_2pc(ctx: Ctx) -> dict:
+    """Two-phase commit (KIP-939) on a broker with transaction.two.phase.commit.enable=true and
+    transaction.max.timeout.ms=4000. Kafka's Java producer `2pc-txn` with
+    transaction.two.phase.commit.enable=true (InitProducerId v6 with Enable2Pc: the coordinator stores
+    the transaction timeout as Integer.MAX_VALUE) (1) writes a transaction to `twopc` 0-1, prepares it
+    and completes it with its own prepared state (commit); (2) writes a second one (two records on
+    twopc-0, one on twopc-1), prepares it and the producer process halts. A normal transactional
+    producer `plain-txn` (transaction.timeout.ms=2000) then leaves a transaction open on `contrast-0`:
+    the coordinator aborts it after its timeout, while the prepared 2PC transaction stays open past
+    transaction.max.timeout.ms (its LSO still pinned when the broker stops cleanly)."""
+    ctx.create_topic("twopc", 2, 2048)
+    ctx.create_topic("contrast", 1, 2048)
+    tid = "2pc-txn"
+    a = ctx.java("2pc-txn", **{"transactional.id": tid, "transaction.two.phase.commit.enable": "true"})
+    st = a.call("init2pc")
+    ctx.rec.producer("2pc-txn", client=f"kafka-clients {ctx.version} (Java)", kind="transactional", transactional_id=tid,
+                     two_phase_commit=True, tv2=st["tv2"])
+    done = ctx.java_txn(a, [("twopc", 0, "c-0"), ("twopc", 1, "c-1")], "OPEN")
+    prepared = a.call("prepare")["prepared"]
+    st = a.call("complete", prepared)
+    if st["completed"] != "commit":
+        raise RuntimeError(f"complete with the prepared state {prepared} did not commit: {st}")
+    done.outcome = "COMMIT"
+    done.marker_epoch = st["producer_epoch"] if st["producer_id"] == done.producer_id else None
+    ctx._settle_markers(done)
+    done.note = f"prepared (state {prepared}) and completed with that state: committed"
+    held = ctx.java_txn(a, [("twopc", 0, "p-0"), ("twopc", 0, "p-1"), ("twopc", 1, "p-2")], "OPEN")
+    held_state = a.call("prepare")["prepared"]
+    a.call("halt", check=False)
+    a.proc.wait(timeout=30)
+    prepared_at = time.time()
+    held.note = (f"prepared (state {held_state}); the producer process then halted (Runtime.halt: no close, no "
+                 "abort): the transaction waits for an external coordinator that never calls back")
+    ctx.clients.remove(a)
+    a.close()
+    tps = [("twopc", 0), ("twopc", 1)]
+    b = ctx.java("plain-txn", **{"transactional.id": "plain-txn", "transaction.timeout.ms": 2000})
+    b.call("init")
+    ctx.rec.producer("plain-txn", client=f"kafka-clients {ctx.version} (Java)", kind="transactional",
+                     transactional_id="plain-txn", transaction_timeout_ms=2000)
+    timed_out = ctx.java_txn(b, [("contrast", 0, "t-0")], "OPEN")
+    hw = ctx.settle([("contrast", 0)], timeout=30)  # the coordinator's timeout abort
+    timed_out.outcome = "ABORT"
+    timed_out.marker_offsets = {k: v - 1 for k, v in hw.items()}
+    timed_out.note = "aborted by the coordinator after transaction.timeout.ms; the client did not ask"
+    # well past transaction.max.timeout.ms and several expiry passes (cleanup interval 500 ms)
+    time.sleep(max(0.0, prepared_at + 3 * TWO_PC_MAX_TIMEOUT_MS / 1000 - time.time()))
+    eo = ctx.end_offsets(tps)
+    for k, offs in held.offsets.items():
+        if eo[k]["last_stable_offset"] != min(offs) or eo[k]["high_watermark"] != max(offs) + 1:
+            raise RuntimeError(f"{k}: the prepared 2PC transaction did not stay open: {eo[k]}, data {offs}")
+    waited = round(time.time() - prepared_at, 1)
+    ctx.record_end_offsets(tps + [("contrast", 0)])
+    anomalies = []
+    for k, offs in sorted(held.offsets.items()):
+        anomalies.append({
+            "type": "two-phase-commit-transaction", "topic": k.rsplit("-", 1)[0], "partition": int(k.rsplit("-", 1)[1]),
+            "producer_id": held.producer_id, "producer_epoch": held.producer_epoch, "transactional_id": tid,
+            "first_offset": min(offs), "last_offset": max(offs), "coordinator_state": "Ongoing",
+            "transaction_timeout_ms": 2**31 - 1,
+            "transaction_state_partition": tp("__transaction_state", coordinator_partition(tid)),
+            "why": f"prepared two-phase-commit transaction: the coordinator never times it out (still open "
+                   f"{waited} s after the prepare, transaction.max.timeout.ms {TWO_PC_MAX_TIMEOUT_MS}); it waits "
+                   f"for the external coordinator's decision, not hanging",
+        })
+    return {
+        "description": sc_prepared_2pc.__doc__,
+        "steps": {"prepared_state": held_state, "completed_prepared_state": prepared,
+                  "seconds_open_after_prepare_at_check": waited, "end_offsets_at_check": eo},
+        "expect": {"anomalies": anomalies},
     }
 
 
@@ -1843,6 +2062,235 @@ def sc_legacy_message_formats(ctx: Ctx) -> dict:
     }
 
 
+@scenario("kafka-4.4", KAFKA_4_4, keep_preallocated_indexes=True)
+def sc_kafka_4_4(ctx: Ctx) -> dict:
+    """Kafka 4.4.0 (a single KRaft node, format defaults: transaction.version 2). Transactions over
+    `orders` 0-2 by a librdkafka producer (TV1, zstd) and Kafka 4.4.0's Java producer (TV2, lz4: every
+    commit/abort bumps the epoch), every 4th aborted, idempotent snappy writes and plain writes between
+    them; two consume-transform-produce transactions with a transactional offset commit of group
+    `orders-etl-44` (librdkafka, TV1, committed; Java, TV2, committed). Clean stop. 4.4.0 leaves the
+    metadata log's active .index/.timeindex untrimmed at their preallocated 10 MiB (copied as they are).
+    Nothing is left open."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    ctx.create_topic("orders", 3, 1024)
+    ctx.create_topic("events", 1, 1024)
+    rng = random.Random(44)
+    a = ctx.ck("txn-a", **{"transactional.id": "orders44-txn-a", "compression.type": "zstd"})
+    j = ctx.java("txn-java", **{"transactional.id": "orders44-txn-java", "compression.type": "lz4"})
+    idem = ctx.ck("idem", **{"enable.idempotence": True, "compression.type": "snappy"})
+    plain = ctx.ck("plain", **{"enable.idempotence": False, "acks": "1"})
+    a.p.init_transactions(30)
+    st = j.call("init")
+    if not st["tv2"]:
+        raise RuntimeError("Kafka 4.4.0's Java client did not enable transaction version 2")
+    ctx.rec.producer("txn-a", client="confluent-kafka", kind="transactional", transactional_id="orders44-txn-a",
+                     compression="zstd")
+    ctx.rec.producer("txn-java", client="kafka-clients (Java)", kind="transactional",
+                     transactional_id="orders44-txn-java", compression="lz4", tv2=st["tv2"])
+    ctx.rec.producer("idem", client="confluent-kafka", kind="idempotent", compression="snappy")
+    ctx.rec.producer("plain", client="confluent-kafka", kind="plain", compression="none")
+    ctx.idem_write(plain, [("events", 0, val("event", i)) for i in range(8)], kind="plain")
+
+    n = 0
+    for r in range(12):
+        outcome = "ABORT" if r % 4 == 3 else "COMMIT"
+        writes = []
+        for part in rng.sample(range(3), rng.choice([1, 2, 3])):
+            for _ in range(rng.randint(1, 3)):
+                writes.append(("orders", part, val(f"r{r}", n)))
+                n += 1
+        if r % 2 == 0:
+            ctx.ck_txn(a, writes, outcome)
+        else:
+            ctx.java_txn(j, [(t, p, v.decode()) for t, p, v in writes], outcome)
+        if r % 3 == 0:
+            ctx.idem_write(idem, [("orders", rng.randrange(3), val("idem", r * 10 + k)) for k in range(2)])
+
+    # consume-transform-produce (TV1, librdkafka): offsets of `events` committed in the transaction
+    group = "orders-etl-44"
+    otp = ("__consumer_offsets", coordinator_partition(group))
+    consumer = Consumer({"bootstrap.servers": ctx.broker.bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed", "logger": ctx.client_log})
+    consumer.assign([TopicPartition("events", 0, 0)])
+    got = []
+    deadline = time.monotonic() + 20
+    while len(got) < 8 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m)
+    if len(got) < 8:
+        raise RuntimeError(f"consumed {len(got)} of 8 events")
+    txn = ctx.ck_txn(a, [("orders", 0, b"etl-" + m.value()) for m in got[:4]], "COMMIT",
+                     offsets_from=(consumer, group, [TopicPartition("events", 0, got[3].offset() + 1)]))
+    txn.marker_offsets[tp(*otp)] = ctx.settle([otp])[tp(*otp)] - 1
+    consumer.close()
+    # the same group's next offsets by the Java producer (TV2: TxnOffsetCommit v5, marker epoch + 1)
+    st = j.call("begin")
+    jtxn = Txn(j.transactional_id, f"kafka-clients {ctx.version} (Java)", st["producer_id"], st["producer_epoch"], 2)
+    for m in got[4:]:
+        j.call("send", "orders", 1, "etl-" + m.value().decode())
+    for r in j.call("flush")["records"]:
+        jtxn.offsets.setdefault(tp(r["topic"], r["partition"]), []).append(r["offset"])
+    j.call("sendoffsets", group, "events", 0, got[7].offset() + 1)
+    jtxn.offset_commits = [{"group_id": group, "topic": "events", "partition": 0, "committed_offset": got[7].offset() + 1,
+                            "offsets_partition": tp(*otp)}]
+    ctx.rec.txns.append(jtxn)
+    st = j.call("commit")
+    jtxn.outcome, jtxn.marker_epoch = "COMMIT", st["producer_epoch"]
+    ctx._settle_markers(jtxn)
+    jtxn.marker_offsets[tp(*otp)] = ctx.settle([otp])[tp(*otp)] - 1
+
+    ctx.record_end_offsets([("orders", i) for i in range(3)] + [("events", 0), otp])
+
+    def metadata_indexes() -> dict:
+        """The metadata log's index files as the clean stop left them (sizes, bytes before the zeros)."""
+        md = ctx.broker.metadata_log_dir / "__cluster_metadata-0"
+        files = {}
+        for f in sorted(md.glob("*index")):
+            data = f.read_bytes()
+            files[f.name] = {"size": len(data), "non_zero_prefix_bytes": len(data.rstrip(b"\0"))}
+        return {"metadata_log_indexes_at_stop": files}
+
+    ctx.after_stop.append(metadata_indexes)
+    return {"description": sc_kafka_4_4.__doc__, "expect": {"anomalies": []}}
+
+
+# --------------------------------------------------------------------------------------------------
+# Tiered storage (KIP-405)
+# --------------------------------------------------------------------------------------------------
+#: Kafka's own file-system RemoteStorageManager, LocalTieredStorage, ships only in the kafka-storage
+#: *test* jar (Maven classifier ``test``; published for 4.3.1, not for 4.4.0). It is handed to the
+#: broker through ``remote.log.storage.manager.class.path`` (RemoteLogManager loads the RSM with a
+#: child-first class loader over that path), so the broker classpath of fetch.sh stays as it is.
+TIERED_JAR = ROOT / "build" / "kafka" / NEWEST / "test-libs" / f"kafka-storage-{NEWEST}-test.jar"
+TIERED_STORE = WORK / "tiered-storage-remote"
+TIERED_STORE_NAME = "remote-store"
+
+
+def fetch_tiered_storage_jar() -> None:
+    """``kafka-storage-<NEWEST>-test.jar`` from Maven Central (cached in ~/.m2) into build/kafka/<v>/test-libs."""
+    if TIERED_JAR.is_file():
+        return
+    import subprocess
+
+    TIERED_JAR.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mvn", "-q", "-B", "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy",
+                    f"-Dartifact=org.apache.kafka:kafka-storage:{NEWEST}:jar:test",
+                    f"-DoutputDirectory={TIERED_JAR.parent}"], check=True, timeout=900)
+
+
+def _clear_tiered_store() -> None:
+    fetch_tiered_storage_jar()
+    if TIERED_STORE.exists():
+        shutil.rmtree(TIERED_STORE)
+
+
+TIERED_OVERRIDES = {
+    "remote.log.storage.system.enable": "true",
+    "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
+    "remote.log.storage.manager.class.path": str(TIERED_JAR),
+    "rsm.config.dir": str(TIERED_STORE),  # LocalTieredStorage writes <dir>/kafka-tiered-storage/
+    "remote.log.metadata.manager.listener.name": "PLAINTEXT",  # TopicBasedRemoteLogMetadataManager's clients
+    "rlmm.config.remote.log.metadata.topic.num.partitions": 1,
+    "rlmm.config.remote.log.metadata.topic.replication.factor": 1,
+    "remote.log.manager.task.interval.ms": 500,  # copy / expire tasks (default 30 s)
+    "log.retention.check.interval.ms": 500,  # local retention (local.retention.ms) checks
+    "log.initial.task.delay.ms": 500,
+    "log.segment.delete.delay.ms": 0,
+    # librdkafka speaks TV1; without verification (KIP-890 part 1) the broker appends a late
+    # transactional produce, as 3.5.2 did (3.5.2 has no usable tiered storage)
+    "transaction.partition.verification.enable": "false",
+}
+
+
+def _tiered_state(ctx: Ctx, key: str) -> dict:
+    """Local segment bases of partition ``key`` and the start offsets of its segments in the
+    remote store (LocalTieredStorage: ``<topic>-<partition>-<topic id>/<offset>-<segment id>.log``)."""
+    local = sorted(int(f.name.split(".")[0]) for f in (ctx.broker.log_dir / key).glob("*.log"))
+    root = TIERED_STORE / "kafka-tiered-storage"
+    remote = sorted(int(f.name.split("-")[0]) for d in root.glob(f"{key}-*") for f in d.glob("*.log")) if root.exists() else []
+    return {"local_segment_bases": local, "remote_segment_bases": remote}
+
+
+def _wait_tiered(ctx: Ctx, keys: list[str], cond: Callable[[dict], bool], timeout: float = 90.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        st = {k: _tiered_state(ctx, k) for k in keys}
+        if all(cond(v) for v in st.values()):
+            return st
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"tiering did not happen: {st}")
+        time.sleep(0.5)
+
+
+@scenario("tiered-storage", NEWEST, overrides=TIERED_OVERRIDES, prepare=_clear_tiered_store)
+def sc_tiered_storage(ctx: Ctx) -> dict:
+    """Tiered storage (KIP-405) on Kafka 4.3.1 with Kafka's own LocalTieredStorage as the remote
+    storage manager and the TopicBasedRemoteLogMetadataManager (`__remote_log_metadata`, one
+    partition). `tiered` (2 partitions, `remote.storage.enable`, 1 KiB segments, `local.retention.ms`
+    1000): a librdkafka transactional producer (TV1) commits and aborts transactions over both
+    partitions while an idempotent producer writes between them; the RemoteLogManager copies every
+    rolled segment below the last stable offset to the remote store (segment, indexes, the producer
+    snapshot and the leader-epoch checkpoint) and local retention deletes the copied segments, so
+    the first segments of both partitions exist only remotely and both producers' earlier batches
+    are remote. Then KAFKA-12671 on `tiered-0` (partition verification disabled): a raw
+    transactional produce for the producer id/epoch after its transaction's ABORT marker. It opens
+    a transaction no marker will close; the LSO of tiered-0 stays at it, so tiering of tiered-0
+    stops below it (RemoteLogManager copies only segments that end below the LSO: an open
+    transaction's first batch is never only remote). The idempotent producer keeps writing both
+    partitions, the transactional producer keeps committing on tiered-1, which keeps being tiered.
+    `remote-store/` is the LocalTieredStorage directory, copied unmodified."""
+    tiered = {"remote.storage.enable": "true", "local.retention.ms": "1000"}
+    ctx.create_topic("tiered", 2, 1024, **tiered)
+    keys = ["tiered-0", "tiered-1"]
+    t = ctx.ck("tiered-writer", **{"transactional.id": "tiered-txn"})
+    t.p.init_transactions(30)
+    ctx.rec.producer("tiered-writer", client="confluent-kafka", kind="transactional", transactional_id="tiered-txn")
+    idem = ctx.ck("tiered-idem", **{"enable.idempotence": True, "linger.ms": 0})
+    ctx.rec.producer("tiered-idem", client="confluent-kafka", kind="idempotent")
+    for r in range(16):
+        ctx.ck_txn(t, [("tiered", 0, val("t", 2 * r)), ("tiered", 1, val("t", 2 * r + 1))],
+                   "ABORT" if r % 5 == 3 else "COMMIT")
+        ctx.idem_write(idem, [("tiered", 0, val("i", 2 * r)), ("tiered", 1, val("i", 2 * r + 1))])
+    before_hang = _wait_tiered(ctx, keys, lambda s: len(s["remote_segment_bases"]) >= 2
+                               and s["local_segment_bases"] and s["local_segment_bases"][0] > 0)
+    aborted = ctx.ck_txn(t, [("tiered", 0, val("x", 0)), ("tiered", 0, val("x", 1))], "ABORT")
+    with RawConnection(ctx.broker.bootstrap) as conn:
+        late = _late_write(ctx, conn, t, "tiered-txn", "tiered", 0, t.sent_per_tp["tiered-0"],
+                           [b"late-0", b"late-1"], "late write after the ABORT marker of the previous transaction")
+    for r in range(12):
+        ctx.ck_txn(t, [("tiered", 1, val("after", r))], "COMMIT")
+        ctx.idem_write(idem, [("tiered", 0, val("j", 2 * r)), ("tiered", 1, val("j", 2 * r + 1))])
+    n1 = len(before_hang["tiered-1"]["remote_segment_bases"])
+    _wait_tiered(ctx, ["tiered-1"], lambda s: len(s["remote_segment_bases"]) > n1)
+    time.sleep(3)  # a few more copy / retention rounds
+    final = {k: _tiered_state(ctx, k) for k in keys}
+    if final["tiered-0"]["remote_segment_bases"] and max(final["tiered-0"]["remote_segment_bases"]) > late["first_offset"]:
+        raise RuntimeError(f"a segment past the open transaction was tiered: {final}")
+    tps = [("tiered", 0), ("tiered", 1)]
+    ctx.record_end_offsets(tps)
+    ctx.extra_dirs[TIERED_STORE_NAME] = TIERED_STORE
+    return {
+        "description": sc_tiered_storage.__doc__,
+        "steps": {"segments_before_late_write": before_hang, "segments_at_shutdown": final,
+                  "remote_store": f"{TIERED_STORE_NAME}/ (LocalTieredStorage rsm.config.dir; the broker property "
+                                  "points at the capture's work directory)"},
+        "expect": {"anomalies": [{
+            "type": "hanging-transaction", "topic": "tiered", "partition": 0,
+            "producer_id": late["producer_id"], "producer_epoch": late["producer_epoch"],
+            "transactional_id": "tiered-txn", "first_offset": late["first_offset"], "last_offset": late["last_offset"],
+            "base_sequence": late["base_sequence"],
+            "after_marker_offset": aborted.marker_offsets["tiered-0"],
+            "last_stable_offset": ctx.rec.end_offsets["tiered-0"]["last_stable_offset"],
+            "why": "transactional data after its transaction's ABORT marker; the coordinator completed that "
+                   "transaction and later ones never include tiered-0. Found with or without the remote "
+                   "store: the open transaction stops tiering, so its first batch is in the local log",
+        }]},
+    }
+
+
 # --------------------------------------------------------------------------------------------------
 # Mutations (derived from real captures; CRC-32C recomputed)
 # --------------------------------------------------------------------------------------------------
@@ -2009,6 +2457,8 @@ def _dir_size(p: Path) -> int:
 
 def capture(sc: Scenario) -> dict:
     t0 = time.monotonic()
+    if sc.prepare is not None:
+        sc.prepare()
     ctx = Ctx(sc.name, sc.version, sc.overrides, sc.features, sc.brokers, sc.node_overrides, sc.zookeeper)
     try:
         ctx.start()
@@ -2040,14 +2490,18 @@ def capture(sc: Scenario) -> dict:
         out = []
         for n in names:
             f = Path(dirpath) / n
-            if n.endswith((".index", ".timeindex")) and f.is_file() and f.stat().st_size >= 1 << 20:
+            if (not sc.keep_preallocated_indexes and n.endswith((".index", ".timeindex")) and f.is_file()
+                    and f.stat().st_size >= 1 << 20):
                 data = f.read_bytes()
                 used = len(data.rstrip(b"\0"))
                 excluded.append({
                     "path": current["prefix"] + str(f.relative_to(current["root"])), "size": len(data),
                     "non_zero_prefix_bytes": used,
                     "why": "preallocated index of the active segment, left at its full preallocated size by "
-                           "the SIGKILL (a clean shutdown trims it); the metadata log ignores "
+                           + ("the SIGKILL (a clean shutdown trims it)" if ctx.ending == "kill" else
+                              "the clean stop (Kafka 4.4.0 trims only partition logs' indexes at shutdown, "
+                              "through UnifiedLog.prepareActiveSegmentForClose; not the metadata log's)")
+                           + "; the metadata log ignores "
                            "log.index.size.max.bytes, so it is 10 MiB, all zeros after the prefix. Not copied "
                            "to keep sample_logs small; Kafka's files are otherwise copied unmodified."})
                 out.append(n)
@@ -2056,6 +2510,8 @@ def capture(sc: Scenario) -> dict:
     for node_id, log_dir in log_dirs.items():
         current["root"], current["prefix"] = log_dir, (f"broker-{node_id}/" if cluster else "")
         shutil.copytree(log_dir, dest / f"broker-{node_id}", symlinks=True, ignore=ignore)
+    for name, src in ctx.extra_dirs.items():  # e.g. a tiered-storage scenario's remote store
+        shutil.copytree(src, dest / name, symlinks=True)
     rec = ctx.rec
     props = ctx.broker.server_properties()
     props.update({k: str(v) for k, v in (ctx.broker.common_overrides if cluster else sc.overrides).items()})

@@ -51,7 +51,7 @@ if ! command -v javac >/dev/null 2>&1; then
     echo "setup: no javac and no apt-get: install a Java 17 JDK to run the live-broker and HDFS tests" >&2; exit 2
   fi
 fi
-for KAFKA_VERSION in 4.3.1 3.5.2; do   # keep in sync with scripts/kafka/harness.py VERSIONS
+for KAFKA_VERSION in 4.4.0 4.3.1 3.5.2; do   # keep in sync with scripts/kafka/harness.py VERSIONS
   bash scripts/kafka/fetch.sh "$KAFKA_VERSION" >/dev/null
 done
 # Delta Lake jars for `txn-audit batch` (its tables are Delta tables): delta-spark + delta-storage for

@@ -78,7 +78,7 @@ SEGMENT_KINDS = list(segment_cases())
 OTHER_KINDS = [
     "broken-symlink", "symlink-loop", "dev-zero", "fifo", "segment-is-directory", "empty-segments", "sparse-2gib",
     "corrupt-meta-properties", "fifo-meta-properties", "corrupt-checkpoints", "corrupt-producer-snapshot", "corrupt-kraft-snapshot",
-    "corrupt-txn-state-values", "compression-bomb-under-limit", "compression-bomb-over-limit",
+    "corrupt-txn-state-values", "out-of-range-names", "compression-bomb-under-limit", "compression-bomb-over-limit",
     "corrupt-side-files", "missing-input",
 ]
 KINDS = SEGMENT_KINDS + OTHER_KINDS
@@ -265,6 +265,16 @@ def build_hostile(root: Path) -> dict[str, list[Expect]]:
     write(hb / "__transaction_state-0" / SEG0, b"".join(recs))
     # valid batches whose record values do not decode: bad-record (recovery never cuts there, issue 31)
     exp["corrupt-txn-state-values"] = [Expect(f"broker-7/__transaction_state-0/{SEG0}", "bad-record", pos[1], "t-cut")]
+
+    # numbers in names that Kafka could not have written (a partition beyond int32, an offset
+    # beyond int64): listed, never read, the run goes on (issue 31, item 1)
+    write(hb / "x-2147483648" / SEG0, b1)
+    write(hb / "h-names-0" / "99999999999999999999.log", b1)
+    write(hb / "h-names-0" / SEG0, b1)
+    exp["out-of-range-names"] = [
+        Expect("broker-7/x-2147483648", "out-of-range", None, "2147483648"),
+        Expect("broker-7/h-names-0/99999999999999999999.log", "out-of-range", None, "99999999999999999999"),
+    ]
 
     lead = _txn_record_batch(0, "t-lead", _complete(9))
     bomb, n = _bomb(1, INFLATE_LIMIT - (1 << 20))

@@ -3,8 +3,8 @@
 ``scripts/kafka/java/LogStateOracle.java`` (run by the JDK's source launcher on the jars that
 ``scripts/kafka/fetch.sh`` resolves, like ``ProducerBridge.java``) copies each partition directory to a
 temporary log dir, loads the copy with ``UnifiedLog.create`` (``LogLoader`` + ``ProducerStateManager``
-of Kafka 4.3.1: segment recovery after an unclean shutdown, producer-snapshot loading and rebuilding,
-transaction index), applies the high watermark the broker would read from
+of Kafka 4.3.1, or 4.4.0 with ``version=KAFKA_4_4``: segment recovery after an unclean shutdown,
+producer-snapshot loading and rebuilding, transaction index), applies the high watermark the broker would read from
 ``replication-offset-checkpoint``, and reports log start / end offsets, high watermark, first unstable
 offset, last stable offset, segments and the producer state. No broker process, no KRaft quorum; the
 inputs are only read.

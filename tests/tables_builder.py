@@ -176,6 +176,17 @@ class TableSet:
             "size": 0, "status": "empty", "problem_count": 0})
         return self
 
+    def clean_shutdown(self, broker_id: int | None = None) -> "TableSet":
+        """The ``files`` row of the log dir's ``.kafka_cleanshutdown``: its broker stopped cleanly and did
+        not start again (:mod:`auditor.model.moving`)."""
+        ctx = self._ctx(None, None, broker_id)
+        self.rows["files"].append({
+            "path": f"{ctx['log_dir']}/.kafka_cleanshutdown", "input_root": ctx["log_dir"], "log_dir": ctx["log_dir"],
+            "cluster_id": ctx["cluster_id"], "broker_id": ctx["broker_id"], "topic": None, "partition": None,
+            "dir_status": "root", "kind": "clean-shutdown", "file_status": "live", "base_offset": None, "size": 0,
+            "status": "ok", "problem_count": 0})
+        return self
+
     def not_given(self, topic: str, partition: int, *, before: int = 0, after: int = 0, between: int = 0,
                   next_not_given_offset: int | None = None, broker_id: int | None = None) -> "TableSet":
         """The partition was given segment by segment: its directory had ``before`` / ``after`` /
@@ -187,6 +198,24 @@ class TableSet:
             "dir": f"{ctx['log_dir']}/{topic}-{partition}", "segments_in_dir": None, "segments_given": None,
             "before": before, "after": after, "between": between, "first_given_offset": None,
             "next_not_given_offset": next_not_given_offset})
+        return self
+
+    def remote_segment(self, topic: str, partition: int, start_offset: int, end_offset: int, *, segment_id: str,
+                       offset: int, state: str = "COPY_SEGMENT_FINISHED", topic_id: str = "AAAAAAAAAAAAAAAAAAAAAA",
+                       max_timestamp_ms: int = T0, size: int = 1024, broker_id: int | None = None) -> "TableSet":
+        """Tiered storage: a RemoteLogSegmentMetadataRecord of ``topic``-``partition`` at ``offset`` of
+        ``__remote_log_metadata-0`` (the state given; ``state`` other than COPY_SEGMENT_STARTED stands for
+        the segment's latest update)."""
+        from auditor.formats.remote_log_metadata import SEGMENT_STATES
+
+        state_id = {v: k for k, v in SEGMENT_STATES.items()}[state]
+        self.rows["remote_log_segments"].append({
+            **self._table_ctx("remote_log_segments", "__remote_log_metadata", 0, broker_id), "offset": offset,
+            "record_type": "RemoteLogSegmentMetadataRecord", "api_key": 0, "record_version": 0, "topic": topic,
+            "topic_id": topic_id, "partition": partition, "segment_id": segment_id, "start_offset": start_offset,
+            "end_offset": end_offset, "event_broker_id": 1, "max_timestamp_ms": max_timestamp_ms,
+            "event_timestamp_ms": max_timestamp_ms, "segment_size_in_bytes": size, "state": state,
+            "state_id": state_id, "txn_index_empty": False})
         return self
 
     def add(self, table: str, topic: str | None = None, partition: int | None = None, **cols) -> "TableSet":

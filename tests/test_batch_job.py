@@ -195,13 +195,19 @@ def _assert_same(clean: dict, crashed: dict) -> None:
         assert crashed[name] == clean[name], f"{name} differs after kill + re-run ({len(crashed[name])} vs {len(clean[name])} rows)"
 
 
-def test_killed_first_run_leaves_the_tables_of_one_clean_run(runs):
+def test_killed_first_run_leaves_the_tables_of_one_clean_run(spark, runs):
     clean, crashed = runs["same_after_run_1"]
     assert len(clean["findings"]) >= 2 and len(clean["files"]) == 6  # not trivially equal
     _assert_same(clean, crashed)
     done = runs["resumed"][0]
     assert (done.run, done.attempt) == (1, len(KILLS_RUN_1) + 1)
-    assert done.files_decoded == 0  # the after-merge kill came after the ledger commit: nothing left to decode
+    # the after-merge kill came after the ledger commit: the last attempt decoded nothing itself, yet
+    # the run's record says what the run wrote, as the clean run's does (issue 31, item 4)
+    first = runs["results"][0]
+    assert (done.files_decoded, done.rows_written) == (first.files_decoded, first.rows_written) and first.files_decoded == 6
+    recorded = {r["run"]: r for r in spark.read.format("delta").load(str(runs["crashed"] / "runs")).collect()}[1]
+    assert (recorded["files_decoded"], recorded["rows_written"]) == (6, sum(first.rows_written.values()))
+    assert dict(recorded["table_rows_written"]) == first.rows_written
 
 
 def test_killed_incremental_run_leaves_the_tables_of_one_clean_run(spark, runs):

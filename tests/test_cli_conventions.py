@@ -91,6 +91,18 @@ def test_dump_of_a_missing_file_is_status_2(tmp_path):
     assert res.exit_code == 2 and f"{gone}: no such file" in res.stderr
 
 
+def test_dump_of_files_some_of_which_vanished_dumps_the_rest_with_status_1(tmp_path):
+    """In a running broker's log dir a segment the shell listed can be deleted before it is read
+    (retention, the cleaner): it is named, the others are dumped, status 1 (damaged input)."""
+    gone = tmp_path / "00000000000000000007.log"
+    seg = next((SAMPLE / "broker-1" / "transfers-0").glob("*.log"))
+    proc = _run(["dump", str(gone), str(seg)], _env(tmp_path), 60)
+    assert proc.returncode == 1 and f"{gone}: input path does not exist" in proc.stderr, proc.stderr
+    assert proc.stdout.count('"type": "batch"') > 0
+    res = CliRunner().invoke(cli, ["dump", "--format", "table", str(seg), str(gone)])
+    assert res.exit_code == 1 and f"{gone}: input path does not exist" in " ".join(res.stderr.split())
+
+
 def test_dump_of_a_good_file_is_status_0():
     seg = next((SAMPLE / "broker-1" / "transfers-0").glob("*.log"))
     res = CliRunner().invoke(cli, ["dump", str(seg)])

@@ -24,9 +24,10 @@ from auditor.formats.batch import BatchHeader, iter_segment, read_payload
 from auditor.formats.consumer_offsets import (
     GROUP_METADATA_COLUMNS,
     OFFSET_COMMIT_COLUMNS,
-    OTHER_COLUMNS,
     decode_offsets_record,
+    record_kind,
 )
+from auditor.formats.group_records import COLUMNS as GROUP_RECORD_COLUMNS
 from auditor.formats.records import iter_records
 from builders import cstr, s16, uvarint
 from conftest import REAL_LOGS
@@ -248,18 +249,20 @@ def test_group_tombstone():
 
 
 # ---------------------------------------------------------------- other / bad keys
-def test_newer_record_types_are_other():
+def test_newer_record_types_are_group_records():
+    """Key prefixes 3+ are the newer group protocols' records (tests/test_group_records.py in depth)."""
     key = struct.pack(">h", 3) + s16("new-proto-group")
-    row = decode_offsets_record(key, struct.pack(">h", 0) + b"\x00\x01\x02")
-    assert list(row) == [c.name for c in OTHER_COLUMNS]
-    assert row["record_type"] == "other"
-    assert row["key_version"] == 3
-    assert row["record_name"] == "ConsumerGroupMetadata"
-    assert row["group_id"] == "new-proto-group"
-    assert row["value_version"] == 0 and row["is_tombstone"] is False
+    assert record_kind(key) == "group_record" and record_kind(OK) == "offset_commit"
+    assert record_kind(group_key("g")) == "group_metadata"
+    # ConsumerGroupMetadataValue v0: epoch 7, no tagged fields
+    row = decode_offsets_record(key, struct.pack(">hi", 0, 7) + b"\x00")
+    assert list(row) == [c.name for c in GROUP_RECORD_COLUMNS]
+    assert row["record_type"] == "ConsumerGroupMetadata" and row["group_type"] == "consumer"
+    assert row["key_version"] == 3 and row["group_id"] == "new-proto-group"
+    assert row["value_version"] == 0 and row["is_tombstone"] is False and row["group_epoch"] == 7
     row = decode_offsets_record(struct.pack(">h", 250) + b"\xff", None)
-    assert row["record_type"] == "other" and row["key_version"] == 250
-    assert row["record_name"] is None and row["group_id"] is None and row["is_tombstone"] is True
+    assert row["record_type"] is None and row["key_version"] == 250
+    assert row["group_id"] is None and row["is_tombstone"] is True
 
 
 def test_bad_keys():
@@ -283,7 +286,7 @@ def test_real_consumer_offsets_all_decode():
     files = [p for p in REAL_FILES if p.stat().st_size > 0]
     assert len(files) >= 38
     header_records = 0
-    decoded = {"offset_commit": 0, "group_metadata": 0, "other": 0}
+    decoded = {"offset_commit": 0, "group_metadata": 0, "group_record": 0}
     multi_segment = set()
     for path in files:
         logdir = path.parent.parent
@@ -297,7 +300,7 @@ def test_real_consumer_offsets_all_decode():
                 header_records += h.record_count
                 for r in iter_records(h, read_payload(f, h)):
                     row = decode_offsets_record(r.key, r.value)
-                    decoded[row["record_type"]] += 1
+                    decoded[record_kind(r.key)] += 1
                     assert isinstance(row["group_id"], str) and row["group_id"]
                     if row["record_type"] == "offset_commit" and not row["is_tombstone"]:
                         assert row["committed_offset"] >= 0
@@ -394,7 +397,7 @@ def test_rows_fit_arrow_schema():
     gm.append(decode_offsets_record(group_key("g"), None))
     oc = [decode_offsets_record(OK, struct.pack(">hq", 1, 77) + s16("") + struct.pack(">qq", 16, 17)),
           decode_offsets_record(OK, None)]
-    other = [decode_offsets_record(struct.pack(">h", 5) + s16("g"), None)]
+    other = [decode_offsets_record(struct.pack(">h", 5) + s16("g") + s16("m"), None)]
     assert pa.Table.from_pylist(gm, schema=pa.schema(GROUP_METADATA_COLUMNS)).num_rows == 5
     assert pa.Table.from_pylist(oc, schema=pa.schema(OFFSET_COMMIT_COLUMNS)).num_rows == 2
-    assert pa.Table.from_pylist(other, schema=pa.schema(OTHER_COLUMNS)).num_rows == 1
+    assert pa.Table.from_pylist(other, schema=pa.schema(GROUP_RECORD_COLUMNS)).num_rows == 1

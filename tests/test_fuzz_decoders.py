@@ -377,3 +377,66 @@ def test_table_decoders_on_mutated_real_files(label: str, data) -> None:
                 for r in rows:
                     if r.get("_problem_kind"):
                         assert r["_problem_position"] is None or r["_problem_position"] >= -1
+
+
+# --------------------------------------------------------------------------- dump's compiled path
+# ``dump``'s C extension (auditor/cli/_dumpv2.c) frames batches and checks CRCs itself. On the same
+# mutations of real segments (every codec of the ``clean`` capture, markers, the internal topics,
+# message formats 0 and 1), what ``dump`` writes through it, and the problems the Python path
+# reports from where it stopped, must equal the per-object path's: a difference, a crash of the
+# process (a read past a buffer) or a hang fails.
+def _real_segments() -> list[tuple[str, bytes]]:
+    from conftest import SAMPLE_LOGS
+    from auditor.ingest.plan import make_plan
+
+    roots = [SAMPLE_LOGS / s for s in ("clean", "hanging-late-write", "legacy-message-formats", "compacted-hanging")]
+    out: dict[tuple, tuple[str, bytes]] = {}
+    for t in make_plan([str(r) for r in roots]).tasks:
+        if t["kind"] != "segment" or not 0 < t["size"] <= 64 << 10:
+            continue
+        key = (t["topic"], os.path.basename(os.path.dirname(os.path.dirname(t["path"]))))  # one per topic and capture
+        if key not in out:
+            with open(t["path"], "rb") as f:
+                out[key] = (os.path.join(os.path.basename(os.path.dirname(t["path"])), os.path.basename(t["path"])),
+                            f.read())
+    return [out[k] for k in sorted(out)]
+
+
+REAL_SEGMENTS = _real_segments()
+
+
+def test_real_segments_for_the_extension_cover_codecs_and_formats() -> None:
+    assert len(REAL_SEGMENTS) >= 10
+    assert {b[16] for _, b in REAL_SEGMENTS if len(b) > 16} >= {0, 1, 2}  # the first entry's magic
+
+
+@FUZZ
+@given(st.sampled_from(range(len(REAL_SEGMENTS))), st.data())
+def test_dump_extension_on_mutated_real_segments(which: int, data) -> None:
+    import tempfile
+
+    from test_dump_columnar import _reference
+
+    from auditor.cli import dump_native, dump_run
+    from auditor.ingest.plan import make_plan
+
+    assert dump_native.available()
+    rel, seed = REAL_SEGMENTS[which]
+    buf = bytearray(seed)
+    for _ in range(data.draw(st.integers(1, 3))):
+        buf = _mutate(buf, data)
+    with tempfile.TemporaryDirectory(prefix="fuzz-native-") as d:
+        path = os.path.join(d, "broker-1", rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(buf)
+        for task in make_plan([path], split_bytes=1 << 62).tasks:
+            if task["kind"] != "segment":
+                continue
+            want = _reference(task, False)
+            with must_finish(), open(os.path.join(d, "out"), "wb") as out:
+                problems = [o for o in dump_run._fast_items(task, False, out)]
+            with open(os.path.join(d, "out"), "rb") as f:
+                got = f.read()
+            assert problems == want[1], rel
+            assert got == want[0], rel

@@ -202,10 +202,35 @@ def trees(tmp_path_factory):
     return base, hostile, good, expect, clusters, before
 
 
+BIG_BATCHES = 110_000  # over DRIVER_TABLE_ROWS (100,000)
+
+
+def _big_input(root: Path) -> None:
+    """A log dir of one partition whose segment is over SMALL_INPUT_BYTES (64 MiB): BIG_BATCHES
+    idempotent batches of ~620 bytes (one built, the rest copies with their base offset and
+    base sequence rewritten and their CRC-32C recomputed)."""
+    import struct
+
+    import crc32c
+
+    one = bytearray(data_batch(0, 1, producer_id=5, producer_epoch=0, base_sequence=0, value=b"v" * 540))
+    seg = root / "broker-1" / "big-0" / ht.SEG0
+    seg.parent.mkdir(parents=True)
+    with open(seg, "wb", buffering=1 << 22) as f:
+        for i in range(BIG_BATCHES):
+            struct.pack_into(">q", one, 0, i)
+            struct.pack_into(">i", one, 53, i)  # base sequence
+            struct.pack_into(">I", one, 17, crc32c.crc32c(bytes(one[21:])))
+            f.write(one)
+    assert seg.stat().st_size > 64 * 1024 * 1024
+
+
 def _steps(base: Path, hostile: Path, good: Path, read_only: str) -> list[dict]:
     t_good, t_hostile, nowrite, full = base / "tables-good", base / "tables-hostile", base / "nowrite", base / "full"
+    big, full_big = base / "big", base / "full-big"
     nowrite.mkdir()
     full.mkdir()
+    full_big.mkdir()
     steps: list[dict] = []
     if read_only == "mount":
         steps.append({"name": "read-only", "sh": " && ".join(
@@ -231,6 +256,11 @@ def _steps(base: Path, hostile: Path, good: Path, read_only: str) -> list[dict]:
                                    f" && cp -a {t_good} {full}/tables"},
             {"name": "full", "argv": ["scan", str(good), "--tables", str(full / "tables"), "--format", "json"]},
             {"name": "full-state", "sh": f"cd {full} && echo $(ls -A) && find tables -type f | sort | xargs sha256sum"},
+            # an input over ingest_job.SMALL_INPUT_BYTES whose batches table has more than DRIVER_TABLE_ROWS
+            # rows: that table is written by Spark's tasks, whose failure comes back as a Java error
+            {"name": "fill-big", "sh": f"mount -t tmpfs -o size=1m tmpfs {full_big}"},
+            {"name": "full-big", "argv": ["scan", str(big), "--tables", str(full_big / "tables"), "--format", "json"]},
+            {"name": "full-big-state", "sh": f"cd {full_big} && echo $(ls -A)"},
         ]
     return steps
 
@@ -241,6 +271,8 @@ def catalogue(trees) -> Catalogue:
     namespace = _namespace()
     # without a namespace, read-only inputs and outputs are made with chmod, which binds only non-root users
     read_only = "mount" if namespace else ("chmod" if os.geteuid() != 0 else "")
+    if read_only == "mount":
+        _big_input(base / "big")
     steps = _steps(base, hostile, good, read_only)
     (base / "steps.json").write_text(json.dumps(steps))
     cwd, tmp = base / "cwd", base / "tmp"
@@ -445,6 +477,21 @@ def test_output_dir_fills_up(catalogue):
     assert sorted(sums) == expected
 
 
+@pytest.mark.spark
+def test_output_fills_up_while_spark_writes_a_large_table(catalogue):
+    """The same on the path where Spark's tasks write a table (an input over 64 MiB, a batches table
+    over 100,000 rows): the JVM's "No space left on device" becomes the same one line, status 2,
+    and nothing is left in the directory (no staging, no half-written tables)."""
+    _needs(catalogue, "mount")
+    step = catalogue.step("full-big")
+    _clean(step)
+    assert step["code"] == 2, step["stderr"][-3000:]
+    line = step["stderr"].strip().splitlines()[-1]
+    assert line.startswith(f"Error: cannot write {catalogue.base / 'full-big' / 'tables'}: No space left"), line
+    assert "Spark writing a table" in line and "Py4J" not in step["stderr"] and "java." not in step["stderr"], line
+    assert catalogue.step("full-big-state")["stdout"].strip() == ""
+
+
 # -- files that change size while they are read (the decode executors run, at a chosen moment) -------
 
 def _segment_tasks(tmp_path: Path) -> tuple[list[bytes], dict[str, dict]]:
@@ -523,6 +570,55 @@ def test_segment_truncated_while_memory_mapped(tmp_path):
     assert res.returncode == 0, (res.returncode, res.stderr.decode()[-2000:])  # -7: SIGBUS
     whole = cut // len(batches[0])
     assert json.loads(res.stdout) == {"rows": whole, "problems": [["truncated", whole * len(batches[0])]]}
+
+
+_SHRINKING_WHILE_READ = textwrap.dedent("""
+    import json, os, sys, threading, time
+    from auditor.ingest.tables import TABLES, decode_task
+    task = json.loads(sys.argv[1])
+    size = task["size"]
+    started = threading.Event()
+
+    def shrink():  # a broker truncating the segment in steps while it is read
+        started.wait()
+        for cut in range(size - 100, 0, -(256 << 10)):
+            os.truncate(task["path"], cut)
+            time.sleep(0.0002)
+
+    t = threading.Thread(target=shrink)
+    t.start()
+    rows, problems = 0, []
+    for item in decode_task(TABLES["batches"], task):
+        started.set()
+        if isinstance(item, dict):
+            problems.append(item["_problem_kind"])
+        else:
+            rows += item.num_rows
+    started.set()
+    t.join()
+    print(json.dumps({"rows": rows, "problems": problems}))
+""")
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_segment_shrinking_while_read_never_kills_the_reader(tmp_path, run):
+    """Any segment of a running broker can shrink under the reader, inside what is being decoded
+    (a follower truncating to its leader's epoch end, recovery after an unclean restart). Segments
+    are read with positioned reads into the process's own buffers, never memory-mapped, so a
+    truncation at any moment gives a shorter decode or a ``truncated`` problem, never SIGBUS."""
+    from auditor.ingest.plan import make_plan
+
+    one = data_batch(0, 1, value=bytes(4000))
+    batches = [one] * 12_000  # 48 MiB of small batches: a chunk's decode takes long enough to be cut into
+    ht.write(tmp_path / "b" / "t-0" / ht.SEG0, b"".join(batches))
+    ht.write(tmp_path / "b" / "t-0" / "00000000000000001000.log", b"")
+    task = next(t for t in make_plan([str(tmp_path / "b")]).tasks if t["path"].endswith(ht.SEG0))
+    assert not task["active"]
+    res = subprocess.run([sys.executable, "-c", _SHRINKING_WHILE_READ, json.dumps(task)],
+                         capture_output=True, timeout=120, cwd=PROJECT)
+    assert res.returncode == 0, (res.returncode, res.stderr.decode()[-2000:])  # -7: SIGBUS
+    out = json.loads(res.stdout)
+    assert 0 <= out["rows"] < len(batches) and set(out["problems"]) <= {"truncated"}, out
 
 
 _REPLACED_BY_FIFO = textwrap.dedent("""

@@ -173,6 +173,18 @@ def test_escapes_hostile_values_in_the_new_sections():
     assert "&lt;img src=x onerror=alert(1)&gt;" in page and "t&lt;b&gt;-0@100" in page
 
 
+def test_control_and_bidi_characters_from_the_data_are_shown_escaped():
+    """ESC, BEL and U+202E (right-to-left override) in a transactional id or topic are shown as
+    ``\\x1b``/``\\x07``/``\\u202e`` on the page, as in the terminal and Markdown reports: raw,
+    U+202E reverses what follows it on screen, and ESC/BEL travel into a copy-paste."""
+    tid = "pay\x1b[2Jments\x07\u202etxn"
+    page = render(two_clusters(topic="t\u202eopic", tid=tid), "html")
+    for raw in ("\x1b", "\x07", "\u202e"):
+        assert raw not in page
+    text = _text(page)
+    assert "pay\\x1b[2Jments\\x07\\u202etxn" in text and "t\\u202eopic-0@100" in text
+
+
 def test_layout_in_chromium_summary_in_first_viewport_nothing_cut_off(tmp_path):
     """1280x800: the findings summary starts in the first screenful, and no command box is
     wider than its container even with a 200-character topic and transactional id."""

@@ -33,6 +33,7 @@ RULES_FOR = {
     "hanging-transaction": {"hanging-transaction", "stuck-lso"},
     "pending-transactional-offset-commit": {"hanging-transaction", "stuck-lso"},
     "hanging-transactional-offset-commit": {"hanging-transaction", "stuck-lso"},
+    "two-phase-commit-transaction": {"hanging-transaction", "stuck-lso"},  # KIP-939: info, never hanging
     "unknown-producer": {"unknown-producer-gap"},
     "out-of-order-sequence": {"out-of-order-sequence"},
     "overlapping-producer-id-blocks": {"pid-block-overlap"},
@@ -130,6 +131,8 @@ def test_findings_equal_expected(results, scenario):
                 assert f["kind"] != "in-flight", f["message"]
         if k[0] == "out-of-order-sequence":
             assert a["first_offset"] in (f["first_offset"], f["last_offset"]), f["message"]
+        if a["type"] == "two-phase-commit-transaction":
+            assert (f["kind"], f["severity"], f["remediation_commands"]) == ("two-phase-commit", "info", []), f["message"]
 
 
 def test_audit_modes_agree(results):
@@ -156,7 +159,7 @@ def test_audit_modes_agree(results):
     assert together.as_of_ms == one_by_one.as_of_ms > 0
     assert together.skipped == one_by_one.skipped
     # rule by rule, a persisted view is released after its last reader; what the report data reads stays
-    assert "coordinator_history" in one_by_one.released_views and "transactions" not in one_by_one.released_views
+    assert "sequence_breaks" in one_by_one.released_views and "transactions" not in one_by_one.released_views
     assert together.released_views == []  # one job: everything is released at the end
 
 

@@ -131,3 +131,21 @@ def write_files(spark, wh: str, cs: ChangeSet, res: DecodeResult) -> None:
 
 def missing_tables(spark, wh: str) -> list[str]:
     return [n for n in ALL_TABLES if not is_delta(spark, table_uri(wh, n))]
+
+
+def rows_of_files(spark, wh: str, paths: set[str]) -> dict[str, int]:
+    """Rows each table (and the ``files`` inventory) holds for ``paths``: what a run wrote for the
+    files it decoded, read back. A run resumed after a kill that came after its ledger commit
+    decodes nothing itself; its ``runs`` record still says what the run as a whole decoded."""
+    from auditor.batch.deltaio import read
+
+    out: dict[str, int] = {}
+    if not paths:
+        return out
+    for name in ALL_TABLES:
+        uri = table_uri(wh, name)
+        if not is_delta(spark, uri):
+            continue
+        key = "path" if name == "files" else TABLES[name].context_name("file")
+        out[name] = read(spark, uri).where(in_predicate(key, paths)).count()
+    return out

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from auditor.batch import crash, history, runs
 from auditor.batch.audit import run_rules
-from auditor.batch.decode import missing_tables, write_files, write_tables
+from auditor.batch.decode import missing_tables, rows_of_files, write_files, write_tables
 from auditor.batch.deltaio import (  # noqa: F401 - input_path: part of this module's interface
     arrow_df, input_path, is_delta, join, overwrite, read, require_delta, warehouse_uri)
 from auditor.batch.ledger import IDENTITY, LEDGER_SCHEMA, diff, needs_rebuild
@@ -210,17 +210,23 @@ def _run(spark, inputs: list[str], wh: str, *, split_bytes: int, options: AuditO
     from auditor.ingest.inventory import CLEAN_STATUSES
 
     bad = [f for f in dec.inventory if f["status"] not in CLEAN_STATUSES]
+    files_decoded, rows_written = len(cs.changed), dec.rows_written
+    by_run = {e["path"] for e in cs.ledger if e["run"] == info.run}
+    if info.resumed and not by_run <= cs.changed_paths:
+        # an earlier attempt of this run decoded files and committed the ledger before it was
+        # killed: the run's record counts what the run wrote, not only this attempt
+        files_decoded, rows_written = len(by_run), rows_of_files(spark, wh, by_run)
     seconds = time.monotonic() - t_start
     runs.finish(spark, p["runs"], info, {
         "finished_at_ms": int(time.time() * 1000), "inputs": roots, "files_seen": len(cs.changed) + cs.unchanged,
-        "files_decoded": len(cs.changed), "files_gone": len(cs.gone), "rows_written": sum(dec.rows_written.values()),
-        "table_rows_written": dec.rows_written, "findings_open": counts["open"], "findings_new": counts["new"],
+        "files_decoded": files_decoded, "files_gone": len(cs.gone), "rows_written": sum(rows_written.values()),
+        "table_rows_written": rows_written, "findings_open": counts["open"], "findings_new": counts["new"],
         "findings_resolved": counts["resolved"], "seconds": round(seconds, 3), "stage_seconds": stage,
         "audit_key": key, "audited": audited,
     })
     return BatchResult(
         run=info.run, attempt=info.attempt, warehouse=wh, seconds=seconds, files_seen=len(cs.changed) + cs.unchanged,
-        files_decoded=len(cs.changed), files_gone=len(cs.gone), rows_written=dec.rows_written,
+        files_decoded=files_decoded, files_gone=len(cs.gone), rows_written=rows_written,
         findings_open=counts["open"], findings_new=counts["new"], findings_resolved=counts["resolved"], fresh=fresh,
         stage_seconds=stage, bad_files=bad, findings=findings, audited=audited,
     )

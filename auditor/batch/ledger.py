@@ -85,8 +85,13 @@ REMOTE_FINGERPRINT_THREADS = 16
 
 def fingerprints(files: list[FileInfo]) -> dict[str, str | None]:
     """path -> :func:`fingerprint` of every file; a remote store's files concurrently."""
-    todo = {fi.path: fi.size for fi in files if fi.kind not in _DIRECTORY_KINDS}
+    from auditor.ingest import dumplog
+
+    todo = {fi.path: fi.size for fi in files if fi.kind not in _DIRECTORY_KINDS and not dumplog.is_block(fi)}
     out: dict[str, str | None] = {fi.path: None for fi in files}
+    for fi in files:
+        if dumplog.is_block(fi):  # a block of kafka-dump-log text: its bytes of the text
+            out[fi.path] = dumplog.block_fingerprint(fi)
     remote = [p for p in todo if is_remote(p)]
     for p, size in todo.items():
         if not is_remote(p):

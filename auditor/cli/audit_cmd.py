@@ -24,7 +24,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from auditor.cli.console import err, out, safe, wide
-from auditor.cli.ingest_cmd import check_inputs, input_uris, verbose_option
+from auditor.cli.ingest_cmd import check_inputs, input_uris, remote_store_option, verbose_option
 from auditor.cli.progress import StageProgress
 from auditor.cli.report_cmd import InputError, emit_report, exit_with, make_filters, report_options
 from auditor.engine.rule import discover
@@ -272,6 +272,7 @@ def audit_cmd(tables, findings_out, master, confs, rules, as_of, max_timeout_ms,
 
 @click.command("scan")
 @click.argument("logdirs", nargs=-1, required=True, type=click.Path(), callback=input_uris)
+@remote_store_option
 @click.option("--tables", "tables_dir", type=click.Path(file_okay=False), default=None,
               help="Keep the ingested tables here (default: $XDG_CACHE_HOME/txn-audit/tables/<digest of the inputs>, "
                    "i.e. ~/.cache/txn-audit/tables/...). Reused, without decoding again, when the inputs are unchanged.")
@@ -281,7 +282,7 @@ def audit_cmd(tables, findings_out, master, confs, rules, as_of, max_timeout_ms,
 @click.option("--out", "findings_out", type=click.Path(file_okay=False), default=None,
               help="Write the findings directory here (Parquet + run summary; render later with `txn-audit report`).")
 @common
-def scan_cmd(logdirs, tables_dir, keep_tables, findings_out, master, confs, rules, as_of, max_timeout_ms, quiet, fmt,
+def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, master, confs, rules, as_of, max_timeout_ms, quiet, fmt,
              fail_on, exit_zero, bootstrap_server, **filter_opts) -> None:
     """One shot: ingest LOGDIRS, run every rule, report the findings.
 
@@ -312,6 +313,7 @@ def scan_cmd(logdirs, tables_dir, keep_tables, findings_out, master, confs, rule
         raise click.UsageError("--tables DIR keeps the tables in DIR: drop --no-keep-tables, or --tables")
     make_filters(rules=rules, **filter_opts)  # bad filter values fail before Spark starts
     _check_outputs(tables_dir, findings_out)
+    logdirs = tuple(logdirs) + tuple(remote_stores)
     plan = make_plan(list(logdirs))  # before Spark: its size chooses the session's settings
     check_inputs(list(logdirs), plan)  # a missing or empty input fails now, not after Spark started
     digest = inputs_digest(list(logdirs), plan) if keep_tables else ""

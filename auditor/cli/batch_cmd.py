@@ -16,6 +16,9 @@ from auditor.engine.rule import SEVERITIES
 @click.option("--input", "inputs", multiple=True, required=True, metavar="DIR_OR_URI",
               help="Broker log dir, a dir holding several, a partition dir or a file: a local path, or a file:, hdfs:// or "
                    "s3a:// URI (repeatable; see docs/operations.md).")
+@click.option("--remote-store", "remote_stores", multiple=True, metavar="PATH",
+              help="Tiered storage: the remote store (LocalTieredStorage layout) whose segments complete the "
+                   "partitions' logs (repeatable; read like another --input).")
 @click.option("--warehouse", required=True, metavar="PATH",
               help="Where the Delta tables live (local path or a Hadoop URI such as s3a://bucket/txn-audit).")
 @click.option("--master", default=None, help="Spark master URL (default: embedded local[*]; spark://host:7077 for a cluster).")
@@ -31,7 +34,7 @@ from auditor.engine.rule import SEVERITIES
                    "exit 0; query the findings table to alert).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
 @verbose_option
-def batch_cmd(inputs, warehouse, master, confs, split_mb, rules, max_timeout_ms, allow_empty_input, fail_on,
+def batch_cmd(inputs, remote_stores, warehouse, master, confs, split_mb, rules, max_timeout_ms, allow_empty_input, fail_on,
               quiet) -> None:
     """Decode what is new under the inputs into Delta tables, run every rule, and
     merge the findings into a history table.
@@ -59,6 +62,7 @@ def batch_cmd(inputs, warehouse, master, confs, split_mb, rules, max_timeout_ms,
     from auditor.batch import crash
 
     crash.prepare()  # before the JVM starts (test hook; no-op unless TXN_AUDIT_CRASH_AT is set)
+    inputs = tuple(inputs) + tuple(remote_stores)  # tiered storage: read like another input
     from auditor.batch.deltaio import DeltaUnavailable
     from auditor.batch.job import InputError, input_path, run_batch
     from auditor.batch.lock import WarehouseBusy

@@ -1,8 +1,8 @@
 """The fast path of ``txn-audit dump`` for segments and KRaft snapshots.
 
 Batch lines come from the columnar header decoder
-(:func:`auditor.formats.batch_columnar.iter_header_columns`: mmap, numpy, the
-CRC-32C vectorised) and are formatted vectorised
+(:func:`auditor.formats.batch_columnar.iter_header_windows`: positioned reads into a
+reused window, numpy, the CRC-32C vectorised) and are formatted vectorised
 (:mod:`auditor.formats.jsonl_columns`), a chunk of at most 65,536 batches at a
 time, so memory stays bounded whatever the file size. Only control batches
 (their marker is decoded), legacy entries (a compressed wrapper is inflated to
@@ -35,7 +35,7 @@ from auditor.cli.dump_lines import (
     CODEC_TOKENS as _CODEC_TOKENS, END as _END, KEYS as _KEYS, TS_TOKENS as _TS_TOKENS, TYPE as _TYPE,
     tail as _line_tail)
 from auditor.formats.batch_columnar import (
-    COLUMN_NAMES, MAX_WINDOW, TS_TYPE_NAMES, WINDOW, iter_header_columns, iter_header_windows, read_at,
+    COLUMN_NAMES, MAX_WINDOW, TS_TYPE_NAMES, WINDOW, iter_header_windows, read_at,
     use_helper_thread)
 from auditor.ingest.storage import open_regular
 
@@ -96,17 +96,13 @@ def _range(task: dict) -> tuple[int, int | None]:
 
 
 def _columns(task: dict, f: BinaryIO, verify_crc: bool = True) -> Iterator:
-    """Chunks of header columns, then the final LogProblem if any. A segment
-    that is not the newest of its partition is memory-mapped; the newest one
-    (which a running broker may still truncate: touching a truncated mapping
-    is SIGBUS) is read with plain reads, window by window
-    (:func:`auditor.formats.batch_columnar.iter_header_windows`: where a window
-    cannot decide it yields ``("tail", pos)``, the rest is for the per-object
-    decoder, which decides exactly)."""
+    """Chunks of header columns, then the final LogProblem if any. Every segment is read with
+    plain reads, window by window (:func:`auditor.formats.batch_columnar.iter_header_windows`:
+    where a window cannot decide it yields ``("tail", pos)``, the rest is for the per-object
+    decoder, which decides exactly), never memory-mapped: a running broker may truncate any
+    segment (its active one, or an older one when a follower truncates to its leader's epoch
+    end), and touching a truncated mapping is SIGBUS."""
     start, end = _range(task)
-    if not task.get("active", True):
-        yield from iter_header_columns(f, start=start, end=end, file_size=task["size"], verify_crc=verify_crc)
-        return
     yield from iter_header_windows(f, start=start, end=end, file_size=task["size"], verify_crc=verify_crc,
                                    window=_WINDOW, max_window=_MAX_WINDOW)
 

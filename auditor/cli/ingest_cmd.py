@@ -74,8 +74,18 @@ def input_uris(_ctx, _param, value: tuple[str, ...]) -> tuple[str, ...]:
     return value
 
 
+def remote_store_option(f):
+    """``--remote-store PATH``: a tiered-storage (KIP-405) remote store's copy, read with the log dirs
+    (auditor.ingest.remote_store: LocalTieredStorage's layout, local or hdfs:// / s3a://); the
+    remote segments join the log of their partition's replica in the input."""
+    return click.option("--remote-store", "remote_stores", multiple=True, type=click.Path(), callback=input_uris,
+                        metavar="PATH", help="Tiered storage: the remote store (LocalTieredStorage layout) whose "
+                                             "segments complete the partitions' logs (repeatable).")(f)
+
+
 @click.command("ingest")
 @click.argument("logdirs", nargs=-1, required=True, type=click.Path(), callback=input_uris)
+@remote_store_option
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for the Parquet tables (replaced atomically).")
 @click.option("--master", default=None, help="Spark master URL (default: embedded local[*]).")
 @click.option("--conf", "confs", multiple=True, help="Spark setting key=value (repeatable).")
@@ -83,7 +93,7 @@ def input_uris(_ctx, _param, value: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--split-mb", default=128, show_default=True, help="Split segments larger than this into byte-range tasks (needs the .index).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress or per-file messages on stderr.")
 @verbose_option
-def ingest_cmd(logdirs, out_dir, master, confs, tables, split_mb, quiet) -> None:
+def ingest_cmd(logdirs, remote_stores, out_dir, master, confs, tables, split_mb, quiet) -> None:
     """Decode broker log directories (several brokers allowed) into Parquet tables.
 
     LOGDIRS are local paths or file:, hdfs:// or s3a:// URIs (docs/operations.md).
@@ -119,6 +129,7 @@ def ingest_cmd(logdirs, out_dir, master, confs, tables, split_mb, quiet) -> None
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     split_bytes = split_mb * 1024 * 1024
+    logdirs = tuple(logdirs) + tuple(remote_stores)
     plan = make_plan(list(logdirs), split_bytes)  # before Spark: its size chooses the session's settings
     check_inputs(list(logdirs), plan)
     spark = get_spark(master, conf, delta=False, small_input=small_plan(plan))

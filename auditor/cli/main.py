@@ -61,7 +61,11 @@ _DUMP_EXPECTS = ("expected a Kafka log file: a segment (.log), an index (.index,
 
 
 def _missing(files) -> list[str]:
-    """The local paths among ``files`` that do not exist (URIs of remote stores are not looked at)."""
+    """The local paths among ``files`` that do not exist (URIs of remote stores are not looked at).
+    ``dump`` refuses to start (status 2) only when none of its files exists: in a running broker's
+    log dir, a segment listed by the shell can be deleted (retention, the cleaner) before it is
+    read; it is then named on stderr like any unreadable file, the rest is dumped, and the status
+    is 1."""
     gone = []
     for f in files:
         if "://" in f and not f.startswith("file:"):
@@ -144,8 +148,9 @@ def _build_cli():
         inner = cmd.callback
 
         def callback(*args, **kwargs):
-            gone = _missing(kwargs.get("files") or ())
-            if gone:
+            files = kwargs.get("files") or ()
+            gone = _missing(files)
+            if gone and len(gone) == len(files):
                 raise _InputFailure(_dump_missing_message(gone))
             return inner(*args, **kwargs)
 
@@ -253,7 +258,7 @@ def main() -> None:
     plain = _plain_dump(sys.argv[1:])
     if plain is not None:
         gone = _missing(plain[0])
-        if gone:  # what the click path says (_checked_dump), without click
+        if gone and len(gone) == len(plain[0]):  # what the click path says (_checked_dump), without click
             sys.stderr.write(f"Error: {_dump_missing_message(gone)}\n")
             sys.exit(2)
         _run_plain_dump(*plain)

@@ -255,6 +255,10 @@ def staged(out: str, run_id: str) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
         if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
             raise OutputError.of(outp, exc) from exc
+        if isinstance(exc, Exception) and not isinstance(exc, OutputError):
+            jvm = OutputError.of_jvm(outp, exc)  # a table over DRIVER_TABLE_ROWS, written by Spark's tasks
+            if jvm is not None:
+                raise jvm from exc
         raise
 
 

@@ -230,7 +230,12 @@ class AuditContext:
 
             nxt = {r["file"]: r["n"] for r in self.load("batches").where(F.col("file").isin(swaps)).groupBy("file")
                    .agg((F.max("last_offset") + 1).alias("n")).collect()}
-        return decide(rows, recovery_points=recovery, next_offsets=nxt)
+        readable = None
+        if any(r.get("dir_status") == "remote" for r in rows) and self.remote_metadata:
+            from auditor.model.remote import readable_segment_ids
+
+            readable = readable_segment_ids(self.remote_metadata)
+        return decide(rows, recovery_points=recovery, next_offsets=nxt, readable_remote_segments=readable)
 
     def small_rows(self, name: str, columns: tuple[str, ...]) -> list[dict] | None:
         """The rows of a small table (the inventory, checkpoints) as dicts, with those
@@ -356,20 +361,26 @@ class AuditContext:
         return self.transactions.where("state = 'open'")
 
     @view(uses=("open_transactions", "partitions", "as_of", "coordinator_latest", "coordinator_partitions",
-                "coordinator_coverage", "producer_transactional_ids"))
+                "coordinator_coverage", "producer_transactional_ids", "coordinator_history"))
     def transaction_verdicts(self):
         """Every open transaction with its one age and classification
         (:func:`auditor.model.verdicts.open_transaction_verdicts`), persisted: the
         rules, the plots and the report read it."""
         from auditor.model import verdicts
 
+        from auditor.model import moving
+
         coord = None
         if self.has_coordinator_log:
             coord = {"ids": self.producer_transactional_ids, "latest": self.coordinator_latest,
-                     "coverage": self.coordinator_coverage, "in_input": self.coordinator_partitions}
+                     "coverage": self.coordinator_coverage, "in_input": self.coordinator_partitions,
+                     "read_until": moving.coordinator_read_until(self.table("transaction_log")),
+                     "history": self.coordinator_history}
+        inventory = (self.tables_dir / "files").exists() and self.has_rows("files")
+        stopped = moving.stopped_clusters(self.table("files")) if inventory else None
         return self.persist(verdicts.open_transaction_verdicts(
             self.open_transactions, self.partitions, self.as_of,
-            max_timeout_ms=self.options.transaction_max_timeout_ms, coordinator=coord))
+            max_timeout_ms=self.options.transaction_max_timeout_ms, coordinator=coord, stopped=stopped))
 
     @view(uses=("transactions", "partitions"))
     def last_stable_offsets(self):
@@ -379,6 +390,23 @@ class AuditContext:
         from auditor.model.producer_state import spark as model
 
         return model.last_stable_offsets(self.transactions, self.partitions)
+
+    @view(uses=("open_transactions",))
+    def offset_commit_groups(self):
+        """Per open transaction on a ``__consumer_offsets`` replica, each group it commits offsets for,
+        with the group's protocol (classic or KIP-848 consumer) and members as of the commit
+        (:func:`auditor.model.groups.offset_commit_groups`), persisted (tiny: pending commits only)."""
+        from auditor.model import groups
+
+        def table(name):
+            return self.table(name) if self.has_rows(name) else None
+
+        if not self.has_rows("offset_commits"):
+            return self._small_df([], groups.COMMIT_GROUP_SCHEMA)
+        md = table("metadata_records")
+        return self.persist(groups.offset_commit_groups(
+            self.open_transactions, self.table("offset_commits"), table("group_records"), table("group_metadata"),
+            groups.topic_names(md) if md is not None else None))
 
     # -- coordinator ---------------------------------------------------------
     @cached_property
@@ -433,9 +461,17 @@ class AuditContext:
         from auditor.forensics.coordinator import partition_counts
         from auditor.model import coverage
 
-        files = self.small_rows("files", ("cluster_id", "broker_id", "log_dir", "topic", "partition", "kind", "status"))
-        return coverage.build(files, self.manifest.get("not_given") or [], lambda: partition_counts(self.tables_dir, None),
-                              self.manifest.get("brokers"))
+        files = self.small_rows("files", ("cluster_id", "broker_id", "log_dir", "topic", "partition", "kind", "status",
+                                          "dir_status", "base_offset", "tables"))
+        cov = coverage.build(files, self.manifest.get("not_given") or [], lambda: partition_counts(self.tables_dir, None),
+                             self.manifest.get("brokers"))
+        if self.remote_metadata:
+            from dataclasses import replace
+
+            from auditor.model.remote import extents
+
+            cov = replace(cov, remote_not_given=coverage.remote_not_given(files, extents(self.remote_metadata)))
+        return cov
 
     def _small_df(self, rows, schema: str):
         return self.spark.createDataFrame(rows, schema)
@@ -472,7 +508,31 @@ class AuditContext:
         from auditor.model import replica
 
         return self.persist(replica.replica_facts(self.table("batches"), self.table("checkpoints"), self.compacted_topics,
-                                                  self.replica_coverage, self.log_dir_coverage))
+                                                  self.replica_coverage, self.log_dir_coverage,
+                                                  self.remote_extents if self.remote_metadata else None))
+
+    # -- tiered storage (auditor.model.remote) ---------------------------------------------
+    @cached_property
+    def remote_metadata(self) -> list[dict]:
+        """The ``remote_log_segments`` rows (``__remote_log_metadata``: small, one per segment event),
+        cluster-keyed like every table; [] when the input has none."""
+        from auditor.model.clusters import cluster_key
+
+        cols = ("cluster_id", "log_dir", "partition", "offset", "api_key", "topic", "topic_id", "log_partition",
+                "segment_id", "start_offset", "end_offset", "max_timestamp_ms", "event_timestamp_ms",
+                "segment_size_in_bytes", "state", "state_id")
+        rows = self.small_rows("remote_log_segments", cols) or []
+        for r in rows:
+            r["cluster_id"] = cluster_key(r.get("cluster_id"), r.get("log_dir"))
+        return [r for r in rows if r.get("segment_id") is not None or r.get("api_key") == 2]
+
+    @view()
+    def remote_extents(self):
+        """Per partition with readable remote segments: their offset range, count, bytes, newest
+        timestamp (:func:`auditor.model.remote.extents`)."""
+        from auditor.model.remote import REMOTE_EXTENT_SCHEMA, extents
+
+        return self._small_df(extents(self.remote_metadata), REMOTE_EXTENT_SCHEMA)
 
     @view(uses=("log_dir_coverage",))
     def producer_id_expiration(self):

@@ -42,8 +42,11 @@ not fit the Arrow column:
   streaming decoder would read short and report the lost bytes differently).
 
 A caveat of memory-mapping: if another process truncates the file while it is
-mapped (a broker truncating its active segment), touching the lost pages kills
-the process with SIGBUS. The file's size is checked again before every chunk
+mapped (a broker truncating its active segment, a follower truncating an older
+one to its leader's epoch end), touching the lost pages kills the process with
+SIGBUS. The product therefore reads every file with :func:`iter_header_windows`
+(positioned reads, never a mapping); the mapped path stays for callers that
+decode copies. The file's size is checked again before every chunk
 (at most ``_CHUNK_BYTES``), and a file that shrank is decoded up to its new end
 (a ``truncated`` problem where an entry is cut), which leaves only a truncation
 in the middle of one chunk's decode to race with. Decode copies or segments no

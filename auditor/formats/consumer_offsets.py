@@ -14,11 +14,12 @@ The key prefix says what the record is:
 * 0, 1 -> OffsetCommitKey (group, topic, partition); value OffsetCommitValue v0-v4
 * 2    -> GroupMetadataKey (group); value GroupMetadataValue v0-v4
 * 3+   -> records of the newer group protocols (KIP-848 consumer groups,
-  KIP-932 share groups, streams groups). Newer brokers write the
-  coordinator record type id as the prefix. These are reported as
-  ``record_type="other"`` with the prefix, a best-effort record name and
-  group id (every such key starts with the group id string); their values
-  are not decoded.
+  KIP-932 share groups, KIP-1071 streams groups): the prefix is the
+  coordinator record type id (``CoordinatorRecordType``); decoded by
+  :mod:`auditor.formats.group_records` (the ``group_records`` table).
+
+:func:`record_kind` tells the three apart from the key prefix alone, so each
+table decodes only the records it keeps.
 
 Schemas follow Kafka's group-coordinator message JSON files (OffsetCommitKey,
 OffsetCommitValue, GroupMetadataKey, GroupMetadataValue). Fields a record's
@@ -83,24 +84,6 @@ GROUP_METADATA_VALUE = Schema(
     flexible_versions="4+",
 )
 
-# Key prefixes >= 3: coordinator record type ids of the newer group protocols,
-# as far as confirmed from Kafka's *Key.json files ("apiKey"). Names are a
-# convenience only; anything else is reported with record_name None.
-OTHER_RECORD_NAMES: dict[int, str] = {
-    3: "ConsumerGroupMetadata",
-    4: "ConsumerGroupPartitionMetadata",
-    5: "ConsumerGroupMemberMetadata",
-    6: "ConsumerGroupTargetAssignmentMetadata",
-    7: "ConsumerGroupTargetAssignmentMember",
-    8: "ConsumerGroupCurrentMemberAssignment",
-    9: "ShareGroupPartitionMetadata",
-    10: "ShareGroupMemberMetadata",
-    11: "ShareGroupMetadata",
-    15: "ShareGroupStatePartitionMetadata",
-    16: "ConsumerGroupRegularExpression",
-    17: "StreamsGroupMetadata",
-}
-
 MEMBER = pa.struct(
     [
         pa.field("member_id", pa.string()),
@@ -144,15 +127,6 @@ GROUP_METADATA_COLUMNS: list[pa.Field] = [
     pa.field("unknown_tags_json", pa.string()),
 ]
 
-OTHER_COLUMNS: list[pa.Field] = [
-    pa.field("record_type", pa.string()),
-    pa.field("key_version", pa.int16()),
-    pa.field("record_name", pa.string()),
-    pa.field("group_id", pa.string()),
-    pa.field("value_version", pa.int16()),
-    pa.field("is_tombstone", pa.bool_()),
-]
-
 
 def _blank(columns: list[pa.Field]) -> dict[str, Any]:
     return {c.name: None for c in columns}
@@ -162,24 +136,46 @@ def _reraise(where: str, exc: DecodeError) -> DecodeError:
     return DecodeError(f"{where}: {exc.message}", exc.position, exc.kind)
 
 
-def decode_offsets_record(key: bytes | None, value: bytes | None) -> dict[str, Any]:
-    """Decode one ``__consumer_offsets`` record.
+OFFSET_COMMIT = "offset_commit"
+GROUP_METADATA = "group_metadata"
+GROUP_RECORD = "group_record"
 
-    Returns a row whose ``record_type`` selects its shape: ``"offset_commit"``
-    (:data:`OFFSET_COMMIT_COLUMNS`), ``"group_metadata"``
-    (:data:`GROUP_METADATA_COLUMNS`) or ``"other"`` (:data:`OTHER_COLUMNS`).
-    """
+
+def _key_version(key: bytes | None) -> int:
     if key is None:
         raise DecodeError("key: __consumer_offsets record has a null key", 0, "corrupt")
-    kr = Reader(key)
     try:
-        key_version = kr.int16()
+        key_version = Reader(key).int16()
     except DecodeError as exc:
         raise _reraise("key", exc) from None
     if key_version < 0:
         raise DecodeError(f"key: negative key version {key_version}", 0, "unknown-version")
+    return key_version
+
+
+def record_kind(key: bytes | None) -> str:
+    """:data:`OFFSET_COMMIT` (key prefix 0, 1), :data:`GROUP_METADATA` (2) or :data:`GROUP_RECORD`
+    (3+: the newer group protocols), from the key's int16 prefix; a key without one raises."""
+    v = _key_version(key)
+    return OFFSET_COMMIT if v <= 1 else GROUP_METADATA if v == 2 else GROUP_RECORD
+
+
+def decode_offsets_record(key: bytes | None, value: bytes | None) -> dict[str, Any]:
+    """Decode one ``__consumer_offsets`` record.
+
+    The row's shape follows :func:`record_kind`: an offset commit
+    (:data:`OFFSET_COMMIT_COLUMNS`, ``record_type="offset_commit"``), classic group
+    metadata (:data:`GROUP_METADATA_COLUMNS`, ``record_type="group_metadata"``) or a
+    record of the newer group protocols (:data:`auditor.formats.group_records.COLUMNS`,
+    ``record_type`` the coordinator record type's name, e.g. ``ConsumerGroupMemberMetadata``).
+    """
+    key_version = _key_version(key)
+    kr = Reader(key)
+    kr.int16()
     if key_version >= 3:
-        return _other(key_version, kr, value)
+        from auditor.formats.group_records import decode_group_record
+
+        return decode_group_record(key_version, kr, value)
     schema = OFFSET_COMMIT_KEY if key_version <= 1 else GROUP_METADATA_KEY
     try:
         k = decode(schema, kr, key_version)
@@ -211,22 +207,6 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> dict[str, A
             _group_metadata_value(value, row)
         except DecodeError as exc:
             raise _reraise(f"value of group metadata {k['group']!r}", exc) from None
-    return row
-
-
-def _other(key_version: int, kr: Reader, value: bytes | None) -> dict[str, Any]:
-    """A record type of a newer group protocol: identify it, do not fail on it."""
-    row = _blank(OTHER_COLUMNS)
-    group_id = None
-    try:
-        group_id = kr.string(flexible=False)
-    except DecodeError:
-        pass  # best effort only: the layout of unknown keys is not guaranteed
-    value_version = None
-    if value is not None and len(value) >= 2:
-        value_version = int.from_bytes(value[:2], "big", signed=True)
-    row.update(record_type="other", key_version=key_version, record_name=OTHER_RECORD_NAMES.get(key_version),
-               group_id=group_id, value_version=value_version, is_tombstone=value is None)
     return row
 
 

@@ -114,7 +114,7 @@ def _tagged_section(r: Reader, version: int, tagged: dict[int, Field], out: dict
             continue
         sub = Reader(body)
         try:
-            out[f.name] = _value(f, f.type, sub, version, True)
+            out[f.name] = _value(f, f.type, sub, version, True, tagged=True)
         except DecodeError as exc:
             raise exc.at(at) from None
         if sub.remaining():
@@ -137,7 +137,7 @@ def _default(f: Field) -> Any:
     return None
 
 
-def _value(f: Field, typ: str, r: Reader, version: int, flexible: bool) -> Any:
+def _value(f: Field, typ: str, r: Reader, version: int, flexible: bool, *, tagged: bool = False) -> Any:
     nullable = _in(_parse_versions(f.nullable_versions), version)
     if typ.startswith("[]"):
         n = r.array_len(flexible)
@@ -150,6 +150,13 @@ def _value(f: Field, typ: str, r: Reader, version: int, flexible: bool) -> Any:
             return [_struct(f.fields, r, version, flexible) for _ in range(n)]
         return [_value(f, inner, r, version, flexible) for _ in range(n)]
     if typ == "struct":
+        if nullable:
+            # a nullable struct starts with a presence marker (Kafka's generated read(), e.g.
+            # ConsumerGroupMemberMetadataValue 4.3.1): an int8 in the message body (-1: null), an
+            # unsigned varint inside a tagged field's body (0: null; written even for null)
+            present = r.uvarint() > 0 if tagged else r.int8() >= 0
+            if not present:
+                return None
         return _struct(f.fields, r, version, flexible)
     if typ == "int8":
         return r.int8()

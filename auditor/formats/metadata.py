@@ -183,6 +183,9 @@ _SCHEMAS: dict[int, Schema] = {
         Field("EndPoints", "[]struct", fields=_ENDPOINT),
         Field("Features", "[]struct", fields=_FEATURE_RANGE),
     ),
+    # new in Kafka 4.4.0 (kafka-metadata's generated UnregisterControllerRecord, the only record type
+    # 4.4.0's MetadataRecordType adds to 4.3.1's; every other type keeps its versions and fields)
+    29: _schema("UnregisterControllerRecord", "0", Field("ControllerId", "int32")),
 }
 
 # MetadataRecordType enum names (what the dump tool prints as "type"); keys
@@ -214,6 +217,7 @@ RECORD_TYPES: dict[int, str] = {
     26: "REMOVE_DELEGATION_TOKEN_RECORD",
     27: "REGISTER_CONTROLLER_RECORD",
     28: "CLEAR_ELR_RECORD",
+    29: "UNREGISTER_CONTROLLER_RECORD",
 }
 
 COLUMNS: list[pa.Field] = [

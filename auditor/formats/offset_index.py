@@ -14,6 +14,23 @@ therefore decodes them and re-runs the checks of ``kafka-dump-log.sh``.
 The active segment's files are preallocated (10 MiB of zeros by default), so
 reading stops -- like DumpLogSegments -- at the first entry after entry 0 whose
 relative offset is 0. Files are read in chunks; rows are yielded one by one.
+
+Where the zeros appear: the active segment of a running or crashed broker; since
+Kafka 4.4.0 also the metadata log's (``__cluster_metadata-0``) active segment after a
+*clean* stop -- 4.4.0 moved trimming out of ``AbstractIndex.close()`` into
+``LogSegment.onBecomeInactiveSegment()``, which ``LogManager.shutdown`` reaches
+through ``UnifiedLog.prepareActiveSegmentForClose()`` for partition logs only, so
+the raft metadata log keeps its 10 MiB files. Kafka's own index classes do not
+stop at the zeros: ``AbstractIndex`` maps an existing file with ``entries =
+length / entrySize`` (4.3.1 and 4.4.0), so the tail reads as phantom entries
+(offset = base offset, position / timestamp 0), ``isFull()`` is true and
+``TimeIndex.sanityCheck()`` throws ``CorruptIndexException`` (last timestamp 0 below
+the first). Loading does not run those checks (``LogSegment.sanityCheck`` only checks
+that the offset index exists); recovery rebuilds the indexes from the log. The
+only reader that interprets the zeros is ``DumpLogSegments.dumpIndex`` /
+``dumpTimeIndex``, which stop at the first entry after entry 0 whose offset is the
+base offset: the rule followed here, so a preallocated tail gives no phantom rows,
+only a ``zero-tail`` note (status ``ok`` in the ``files`` inventory; ``dump`` exits 0).
 """
 
 from __future__ import annotations
@@ -77,7 +94,8 @@ def _iter_entries(
                 "zero-tail",
                 start,
                 f"{file_size - start} unused zero bytes ({(file_size - start) // size} entries) after "
-                f"{stop} {kind}-index entries: preallocated space of an active or crashed segment",
+                f"{stop} {kind}-index entries: preallocated space of an active or crashed segment "
+                f"(or of the metadata log after a Kafka 4.4 clean stop)",
             )
         else:
             yield LogProblem(

@@ -25,6 +25,7 @@ from dataclasses import dataclass, asdict, field
 from pathlib import Path
 from typing import Iterator
 
+from auditor.ingest import remote_store
 from auditor.ingest.storage import RemotePath, as_path, file_type, normalize
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
@@ -272,11 +273,19 @@ def _walk(top: Path, root: str, visited: Visited) -> Iterator[FileInfo]:
     if _looks_like_log_dir(top):
         yield from _log_dir(top, root, visited)
         return
+    if remote_store.looks_like_partition_dir(top):
+        yield from _remote_partition(top, root)
+        return
     parsed = parse_partition_dir(top.name)
     if parsed and _looks_like_partition_dir(top):
         topic, part, status = parsed
         yield from _partition(top, root, str(top.parent), topic, part, status, visited, entered=True)
         return
+    if _is_kafka_name(top.name):
+        # a directory where Kafka keeps a file (given directly, or found outside a partition dir)
+        parsed = parse_partition_dir(top.parent.name)
+        topic, part, status = parsed if parsed else (None, None, "none")
+        yield _not_a_file(top, root, None, topic, part, status)
     try:
         children = sorted(top.iterdir())
     except OSError as exc:
@@ -292,6 +301,35 @@ def _walk(top: Path, root: str, visited: Visited) -> Iterator[FileInfo]:
             yield _not_a_file(child, root, None, None, None, "none")
 
 
+def _remote_partition(d: Path, root: str) -> Iterator[FileInfo]:
+    """A tiered-storage topic-partition directory (:mod:`auditor.ingest.remote_store`): its remote
+    segment files, directory status ``remote``, attached to a replica's log dir later
+    (:func:`auditor.ingest.remote_store.attach`); anything else in it is listed as unknown."""
+    topic, part, _topic_id = remote_store.parse_partition_dir(d.name)
+    try:
+        children = sorted(d.iterdir())
+    except OSError as exc:
+        yield FileInfo(str(d), root, None, topic, part, remote_store.REMOTE, "unreadable-dir", "live", None, None, -1, -1,
+                       note=f"cannot list: {exc.strerror}")
+        return
+    for child in children:
+        c = remote_store.classify(child.name)
+        if not child.is_file():
+            yield _not_a_file(child, root, None, topic, part, remote_store.REMOTE)
+        elif c is None:
+            yield _info(child, root, None, topic, part, remote_store.REMOTE)
+        else:
+            try:
+                size, mtime = _stat(child)
+            except OSError as exc:
+                size, mtime = -1, -1
+                note = f"cannot stat: {exc.strerror}"
+            else:
+                note = None
+            yield FileInfo(str(child), root, None, topic, part, remote_store.REMOTE, c[0], "live", c[1], None, size,
+                           mtime, note=note)
+
+
 def _looks_like_partition_dir(d: Path) -> bool:
     """No subdirectories (symbolic links to directories aside: a ``loop -> ..`` is
     reported, not walked), and Kafka-named files (or nothing at all)."""
@@ -299,7 +337,9 @@ def _looks_like_partition_dir(d: Path) -> bool:
         children = list(d.iterdir())
     except OSError:
         return False
-    if any(c.is_dir() and not c.is_symlink() for c in children):
+    # a subdirectory named like a Kafka file (``00000000000000000000.log/``) is a file's place
+    # taken by a directory: listed as such by _partition, it does not make this something else
+    if any(c.is_dir() and not c.is_symlink() and not _is_kafka_name(c.name) for c in children):
         return False
     return not children or any(_is_kafka_name(c.name) for c in children)
 

@@ -74,6 +74,9 @@ def build_inventory(
             row["error_message"] = fi.note
         elif fi.kind == "empty-dir":
             row["status"] = "empty"
+        elif fi.kind in ("dump-log-text", "dumped-other"):
+            # kafka-dump-log text (auditor.ingest.dumplog): its dumped segments have rows of their own
+            row["status"] = "ok" if fi.kind == "dump-log-text" else "skipped"
         elif fi.kind not in DECODED_KINDS:
             row["status"] = "foreign" if fi.path == fi.input_root else "skipped"
             if not row["note"]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from auditor.errors import DecodeError
 from auditor.ingest.discovery import FileInfo, discover
+from auditor.ingest import remote_store
 from auditor.ingest.storage import file_size, join, open_input
 
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
@@ -23,6 +24,7 @@ DECODED_KINDS = {
     "leader-epoch-checkpoint", "partition-metadata", "quorum-state", "meta-properties", "clean-shutdown",
     "replication-offset-checkpoint", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
     "cleaner-offset-checkpoint", "zk-producer-id-block",
+    "dumped-segment", "dumped-segment-batches",  # blocks of kafka-dump-log text (auditor.ingest.dumplog)
 }
 
 
@@ -59,6 +61,21 @@ def _sniff_segment(path: str) -> bool:
     return head[16] in (0, 1, 2) and size >= 14
 
 
+def _with_dump_texts(files: list[FileInfo]) -> list[FileInfo]:
+    """Each kafka-dump-log text among the files Kafka would not name (any extension,
+    given or found in a directory) expanded into its dumped blocks
+    (:func:`auditor.ingest.dumplog.expand`)."""
+    from auditor.ingest import dumplog
+
+    out: list[FileInfo] = []
+    for fi in files:
+        if fi.kind == "unknown" and fi.size > 0 and fi.note is None and dumplog.is_dump_text(fi.path):
+            out.extend(dumplog.expand(fi))
+        else:
+            out.append(fi)
+    return out
+
+
 def split_points(index_path: str, base_offset: int, size: int, split_bytes: int) -> list[int]:
     """Batch start positions at least ``split_bytes`` apart, from a ``.index`` file
     (none if it cannot be read)."""
@@ -84,6 +101,7 @@ def split_points(index_path: str, base_offset: int, size: int, split_bytes: int)
 
 def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan:
     files = list(discover(inputs))
+    remote_store.attach(files)  # tiered storage: remote segments join a replica of their partition
     brokers: dict[str, dict] = {}
     for fi in files:
         if fi.log_dir and fi.log_dir not in brokers:
@@ -93,6 +111,7 @@ def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan
         fi.cluster_id = meta.get("cluster_id")
         if fi.kind == "unknown" and fi.path == fi.input_root and _sniff_segment(fi.path):
             fi.kind, fi.note = "segment", "treated as a log segment by its content (name is not Kafka's)"
+    files = _with_dump_texts(files)
     newest: dict[str, int] = {}
     for fi in files:
         if (fi.kind == "segment" and fi.file_status == "live" and fi.base_offset is not None and fi.topic is not None
@@ -107,7 +126,7 @@ def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan
             "path": fi.path, "kind": fi.kind, "cluster_id": fi.cluster_id, "broker_id": fi.broker_id,
             "log_dir": fi.log_dir, "topic": fi.topic, "partition": fi.partition,
             "base_offset": fi.base_offset, "snapshot_epoch": fi.snapshot_epoch, "size": fi.size,
-            "range_start": 0, "range_end": -1,
+            "range_start": fi.extra.get("range_start", 0), "range_end": fi.extra.get("range_end", -1),
             # the newest segment of a partition is the one a running broker may still append to
             # or truncate: it is read with plain reads, never memory-mapped
             "active": fi.kind != "segment" or newest.get(posixpath.dirname(fi.path), -1) in (-1, fi.base_offset),

@@ -31,7 +31,10 @@ caches what they return:
   ``__transaction_state`` partitions given. A verdict that needs evidence the
   input lacks says so instead of guessing;
 * :mod:`auditor.model.verdicts` — the one classification of each open
-  transaction (in-flight, hanging, late-write, unknown-to-coordinator,
-  undetermined) with its one age, read by ``hanging-transaction``, ``stuck-lso``
-  and the report.
+  transaction (in-flight, two-phase-commit, hanging, late-write,
+  unknown-to-coordinator, undetermined) with its one age, read by ``hanging-transaction``, ``stuck-lso``
+  and the report;
+* :mod:`auditor.model.groups` — the consumer groups behind open transactional
+  offset commits: the group's protocol (classic or KIP-848 consumer) and its
+  members as of the commit, from the ``__consumer_offsets`` records before it.
 """

@@ -63,10 +63,14 @@ class Coverage:
     inventoried: bool  # False: tables without a ``files`` inventory (hand-made): taken as whole log dirs
     log_dirs: list[tuple]  # LOG_DIR_SCHEMA, one per log dir of the input
     coordinator: list[tuple]  # COORDINATOR_COVERAGE_SCHEMA, one per cluster
+    # tiered storage: (cluster, broker, log dir, topic, partition, remote start, local start, remote segments)
+    # of each replica whose readable remote segments lie below its local log and were not given
+    remote_not_given: tuple = ()
+    text_dumps: tuple[str, ...] = ()  # what kafka-dump-log text given as input lacks (:func:`text_dump_lacks`)
 
     def lacking(self) -> list[str]:
         """What the input lacks, one line each, for the report's summary."""
-        out = []
+        out = list(self.text_dumps)
         for r in self.replicas:
             parts = []
             if r[6]:
@@ -84,6 +88,9 @@ class Coverage:
                                "against their coordinator")
                 else:
                     out.append(f"cluster {c[0]}: {c[1]} of {c[2]} {TXN_TOPIC} partitions given ({c[3]})")
+        for c, b, _d, t, p, start, local, n in self.remote_not_given:
+            out.append(f"{t}-{p} (broker {b}): offsets {start}..{local - 1} are in remote storage ({n} segment(s) in "
+                       "__remote_log_metadata), not given: pass the remote store with --remote-store")
         for d in self.log_dirs:
             if not d[3]:
                 out.append(f"log dir {d[2]}: no log-start-offset-checkpoint given: where its partitions' logs start "
@@ -133,7 +140,7 @@ def build(files: list[dict] | None, not_given: list[dict], partition_counts, bro
             continue
         c = cluster_key(f.get("cluster_id"), f["log_dir"])
         clusters.add(c)
-        if f.get("topic") == TXN_TOPIC and f.get("partition") is not None:
+        if f.get("topic") == TXN_TOPIC and f.get("partition") is not None and not _undecoded_text(f):
             given.setdefault(c, set()).add(f["partition"])
     coordinator = []
     if clusters:
@@ -150,4 +157,84 @@ def build(files: list[dict] | None, not_given: list[dict], partition_counts, bro
                 expected, source = (default.count, default.source) if default is not None else (len(have), "given")
             complete = len(have) > 0 and have >= set(range(expected))
             coordinator.append((c, len(have), expected, source, complete))
-    return Coverage(replicas, True, log_dirs, coordinator)
+    return Coverage(replicas, True, log_dirs, coordinator, text_dumps=text_dump_lacks(files))
+
+
+# kinds of the inventory rows of kafka-dump-log text (auditor.ingest.dumplog)
+DUMPED_KINDS = ("dumped-segment", "dumped-segment-batches")
+TEXT_SEPARATOR = "::"
+# internal topics whose records kafka-dump-log text gives only through the tool's decoder (read: the table)
+TEXT_DECODED_TOPICS = {TXN_TOPIC: "transaction_log", "__cluster_metadata": "metadata_records"}
+TEXT_UNDECODED_TOPICS = ("__consumer_offsets",)
+
+
+def _undecoded_text(f: dict) -> bool:
+    """A block of kafka-dump-log text of an internal topic whose records were printed raw
+    (no ``--transaction-log-decoder`` / ``--cluster-metadata-decoder``): its batches are
+    there, its records are not — a ``__transaction_state`` partition so given is not the
+    coordinator's record."""
+    table = TEXT_DECODED_TOPICS.get(f.get("topic") or "")
+    tables = f.get("tables") or []
+    return (f.get("kind") in DUMPED_KINDS and table is not None and "batches" in tables
+            and table not in tables)
+
+
+def text_dump_lacks(files: list[dict]) -> tuple[str, ...]:
+    """What segments given as ``kafka-dump-log`` text cannot show. The text is what
+    ``DumpLogSegments`` printed of each segment: the broker's other files (producer
+    snapshots, indexes, checkpoints: no high watermark, no log start) are not in it,
+    and each dumped partition's log is taken to end at its last dumped batch, as for a
+    partition directory given whole. Without ``--deep-iteration`` a control batch's
+    COMMIT/ABORT is not printed, and the partition is left out of the live log
+    (:mod:`auditor.model.livelog`)."""
+    texts: dict[str, set[str]] = {}
+    untyped: set[tuple] = set()
+    for f in files:
+        if f.get("kind") not in DUMPED_KINDS or not f.get("log_dir"):
+            continue
+        text = f["log_dir"].split(TEXT_SEPARATOR, 1)[0]
+        topics = texts.setdefault(text, set())
+        if f.get("topic") in TEXT_UNDECODED_TOPICS or _undecoded_text(f):
+            topics.add(f["topic"])
+        if f["kind"] == "dumped-segment-batches":
+            untyped.add((text, f.get("topic"), f.get("partition")))
+    out = []
+    for text, topics in sorted(texts.items()):
+        out.append(f"text dump {text}: kafka-dump-log output, not the files: no producer snapshots, indexes, "
+                   "checkpoints or clean-shutdown marker (no high watermark, no log start offset, nothing says the "
+                   "broker had stopped); each dumped partition's log is taken to end at its last dumped batch")
+        for t in sorted(topics):
+            how = ("not decoded from text" if t in TEXT_UNDECODED_TOPICS
+                   else "printed raw (without the tool's decoder): not decoded")
+            out.append(f"text dump {text}: records of {t} {how} (its batches are read)")
+    for text, topic, part in sorted(untyped, key=lambda k: (k[0], k[1] or "", k[2] or 0)):
+        out.append(f"{topic}-{part} (text dump {text}): dumped without --deep-iteration: its control batches' "
+                   "COMMIT/ABORT are not shown; the partition is not audited")
+    return tuple(out)
+
+
+def remote_not_given(files: list[dict] | None, extents: list[tuple]) -> tuple:
+    """Tiered storage (KIP-405): the replicas of the input whose partition has readable remote
+    segments (``extents``: :func:`auditor.model.remote.extents` rows) below the replica's first
+    local segment, with no remote segment file of the partition given for them
+    (:mod:`auditor.ingest.remote_store` attaches those to a replica's log dir)."""
+    if not files or not extents:
+        return ()
+    local: dict[tuple, int] = {}
+    remote_given: set[tuple] = set()
+    broker: dict[tuple, int | None] = {}
+    for f in files:
+        if f.get("log_dir") is None or f.get("topic") is None or f.get("kind") != "segment":
+            continue
+        k = (cluster_key(f.get("cluster_id"), f["log_dir"]), f["log_dir"], f["topic"], f["partition"])
+        if f.get("dir_status") == "remote":
+            remote_given.add(k)
+        elif f.get("dir_status") == "live" and f.get("base_offset") is not None:
+            local[k] = min(local.get(k, f["base_offset"]), f["base_offset"])
+            broker[k] = f.get("broker_id")
+    out = []
+    for cluster, topic, partition, _topic_id, start, _end, n, *_ in extents:
+        for k, first in sorted(local.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            if (k[0], k[2], k[3]) == (cluster, topic, partition) and k not in remote_given and start < first:
+                out.append((cluster, broker[k], k[1], topic, partition, start, first, n))
+    return tuple(out)

@@ -44,7 +44,12 @@ from typing import Any, Iterable, Mapping
 
 # problems the broker's segment recovery truncates at (LogSegment.recover: an invalid batch)
 RECOVERY_TRUNCATES = ("bad-crc", "truncated", "zero-tail", "bad-length", "unknown-magic", "unknown-version", "corrupt")
-OFFSET_NAMED = ("segment", "offset-index", "time-index", "txn-index", "producer-snapshot")
+OFFSET_NAMED = ("segment", "offset-index", "time-index", "txn-index", "producer-snapshot", "dumped-segment")
+# a segment file, or a segment read back from kafka-dump-log text with its record lines (auditor.ingest.dumplog)
+SEGMENT_KINDS = ("segment", "dumped-segment")
+# kafka-dump-log text of a segment without --deep-iteration, holding control batches: whether each is a
+# COMMIT or an ABORT marker is not in it, so its partition cannot be replayed (see _partition_dir)
+UNTYPED_MARKERS_KIND = "dumped-segment-batches"
 
 
 @dataclass(frozen=True)
@@ -72,13 +77,17 @@ class Liveness:
 
 
 def decide(files: Iterable[Mapping[str, Any]], *, recovery_points: Mapping[tuple, int] | None = None,
-           next_offsets: Mapping[str, int] | None = None) -> dict[str, Liveness]:
+           next_offsets: Mapping[str, int] | None = None,
+           readable_remote_segments: set[str] | None = None) -> dict[str, Liveness]:
     """Liveness of every file of the ``files`` inventory (rows as dicts).
 
     ``recovery_points``: (log_dir, topic, partition) -> recovery point offset.
     ``next_offsets``: segment path -> the offset after its last batch
     (``files.next_offset``; needed for ``.swap`` segments and overlaps, read from
-    the rows themselves when they carry it)."""
+    the rows themselves when they carry it).
+    ``readable_remote_segments``: the remote segment ids ``__remote_log_metadata`` says are
+    readable (:func:`auditor.model.remote.readable_segment_ids`); None when the input has no
+    metadata to tell (every remote file is then taken as readable)."""
     rows = list(files)
     recovery_points = recovery_points or {}
     nxt = {r["path"]: r["next_offset"] for r in rows if r.get("next_offset") is not None}
@@ -91,9 +100,61 @@ def decide(files: Iterable[Mapping[str, Any]], *, recovery_points: Mapping[tuple
             out[r["path"]] = Liveness(r["path"], True)
             continue
         by_dir.setdefault(os.path.dirname(r["path"]), []).append(r)
-    for _, members in by_dir.items():
+    remote_dirs = []
+    for d, members in by_dir.items():
+        if members[0].get("dir_status") == "remote":
+            remote_dirs.append(members)
+            continue
         for lv in _partition_dir(members, recovery_points, nxt, clean_dirs):
             out[lv.path] = lv
+    if remote_dirs:
+        local_start = _local_log_starts(rows, out)
+        for members in remote_dirs:
+            for lv in _remote_partition_dir(members, local_start, readable_remote_segments, nxt):
+                out[lv.path] = lv
+    return out
+
+
+def _local_log_starts(rows: list[Mapping[str, Any]], out: Mapping[str, Liveness]) -> dict[tuple, int]:
+    """(log_dir, topic, partition) -> base offset of the replica's first live local segment."""
+    starts: dict[tuple, int] = {}
+    for r in rows:
+        lv = out.get(r["path"])
+        if (r.get("kind") == "segment" and r.get("dir_status") == "live" and r.get("base_offset") is not None
+                and lv is not None and lv.live):
+            k = (r.get("log_dir"), r["topic"], r["partition"])
+            starts[k] = min(starts.get(k, r["base_offset"]), r["base_offset"])
+    return starts
+
+
+def _remote_partition_dir(members: list[Mapping[str, Any]], local_start: Mapping[tuple, int],
+                          readable: set[str] | None, nxt: Mapping[str, int]) -> list[Liveness]:
+    """Tiered storage (KIP-405): a remote segment is part of the replica's log below its local log
+    start. The broker serves a fetch from the local log at and above ``localLogStartOffset`` and
+    from remote storage only below it (ReplicaManager.readFromLog -> RemoteLogManager.read on
+    OffsetOutOfRange below the local start, Kafka 4.3.1); a segment copied but not yet deleted
+    locally (RemoteLogManager copies, local retention deletes later) is read locally. A remote
+    segment whose latest metadata state is not COPY_SEGMENT_FINISHED (a copy that never finished, a
+    deletion started) is not readable (RemoteLogMetadataCache keeps only finished copies in its
+    leader-epoch lineage)."""
+    from auditor.ingest.remote_store import segment_id_of
+
+    out = []
+    for r in members:
+        key = (r.get("log_dir"), r["topic"], r["partition"])
+        start = local_start.get(key)
+        seg_id = segment_id_of(r["path"])
+        if readable is not None and seg_id is not None and seg_id not in readable:
+            out.append(Liveness(r["path"], False, f"remote segment {seg_id} is not readable: its latest "
+                                                  "__remote_log_metadata state is not COPY_SEGMENT_FINISHED"))
+        elif start is not None and r.get("base_offset") is not None and r["base_offset"] >= start:
+            out.append(Liveness(r["path"], False, f"remote copy of offsets the replica still holds locally (local log "
+                                                  f"start {start}): the broker reads them from the local log"))
+        elif start is not None and r.get("kind") == "segment" and nxt.get(r["path"], start + 1) > start:
+            # reaches into the local log (or its end is not known): bounded at the local log start
+            out.append(Liveness(r["path"], True, f"remote segment below the local log start {start}", end_offset=start))
+        else:
+            out.append(Liveness(r["path"], True))
     return out
 
 
@@ -108,6 +169,10 @@ def _partition_dir(members: list[Mapping[str, Any]], recovery_points: Mapping[tu
     first = members[0]
     if first.get("dir_status") in ("delete", "stray"):
         why = f"in a -{first['dir_status']} partition directory: a replica the broker no longer serves"
+        return [Liveness(r["path"], False, why) for r in members]
+    if any(r.get("kind") == UNTYPED_MARKERS_KIND for r in members):
+        why = ("dumped as text without --deep-iteration: its control batches' COMMIT/ABORT are not shown, so "
+               "the partition's transactions cannot be replayed (kept in the tables, not audited)")
         return [Liveness(r["path"], False, why) for r in members]
     verdict: dict[str, Liveness] = {}
 
@@ -124,7 +189,7 @@ def _partition_dir(members: list[Mapping[str, Any]], recovery_points: Mapping[tu
             drop(r, "a .cleaned file: log cleaner output not yet swapped in; the broker deletes it at load")
         elif r.get("file_status") == "swap" and min_cleaned is not None and r["base_offset"] >= min_cleaned:
             drop(r, f"a .swap file at or above the lowest .cleaned offset {min_cleaned}: an interrupted split the broker discards")
-    swaps = [r for r in named if r.get("file_status") == "swap" and r["path"] not in verdict and r.get("kind") == "segment"]
+    swaps = [r for r in named if r.get("file_status") == "swap" and r["path"] not in verdict and r.get("kind") in SEGMENT_KINDS]
     if swaps:
         lo = min(r["base_offset"] for r in swaps)
         hi = max(nxt.get(r["path"], r["base_offset"]) for r in swaps)
@@ -134,7 +199,7 @@ def _partition_dir(members: list[Mapping[str, Any]], recovery_points: Mapping[tu
             if lo <= r["base_offset"] < hi:
                 drop(r, f"replaced by the .swap segment(s) covering offsets {lo}..{hi - 1}: the broker completes the swap at load")
     # the segments now making up the log, in offset order
-    segs = sorted((r for r in named if r.get("kind") == "segment" and r["path"] not in verdict),
+    segs = sorted((r for r in named if r.get("kind") in SEGMENT_KINDS and r["path"] not in verdict),
                   key=lambda r: r["base_offset"])
     bounds: dict[str, dict[str, Any]] = {}
     log_dir = first.get("log_dir")
@@ -187,7 +252,8 @@ def row_bounds_columns(table: str) -> tuple[str, str] | None:
     for tables whose rows are not batches or records of a segment."""
     if table == "batches":
         return "position", "base_offset"
-    if table in ("transaction_log", "offset_commits", "group_metadata", "metadata_records"):
+    if table in ("transaction_log", "offset_commits", "group_metadata", "group_records", "share_group_state",
+                 "metadata_records"):
         return "batch_position", "offset"
     return None
 

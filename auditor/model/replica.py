@@ -27,13 +27,18 @@ from __future__ import annotations
 
 from auditor.model.producer_state.spark import REPLICA
 
+#: a remote segment's file name (LocalTieredStorage: ``<offset>-<segment id>.log``,
+#: :mod:`auditor.ingest.remote_store`): its batches are the replica's remote part
+REMOTE_SEGMENT_FILE = r"(^|/)[0-9]{20}-[A-Za-z0-9_-]{22}\.log$"
+
 INTERNAL_COMPACTED = ("__consumer_offsets", "__transaction_state")
 
 
 def log_bounds(batches, checkpoints=None):
     """Per replica of ``batches`` (the live log's ``batches`` rows; only ``source =
     'segment'`` ones are read): ``first_batch_offset``, ``log_end_offset``,
-    ``first_segment_base_offset``, ``max_timestamp``, ``compacted_batches`` (batches
+    ``first_segment_base_offset``, ``max_timestamp``, ``min_timestamp`` (the oldest batch's
+    newest record: how far back the replica as read reaches), ``compacted_batches`` (batches
     the cleaner thinned), ``delete_horizon_batches``, ``high_watermark`` (the
     replication checkpoint's entry), ``checkpoint_log_start_offset`` and
     ``log_start_offset`` (the larger of that entry and the first segment's base
@@ -44,11 +49,15 @@ def log_bounds(batches, checkpoints=None):
     from pyspark.sql import functions as F
 
     b = batches.where("source = 'segment'")
+    remote = F.coalesce(F.col("file").rlike(REMOTE_SEGMENT_FILE), F.lit(False)) if "file" in b.columns else F.lit(False)
     p = b.groupBy(*REPLICA).agg(
         F.min("base_offset").alias("first_batch_offset"),
+        F.min(F.when(~remote, F.col("segment_base_offset"))).alias("local_first_segment_base_offset"),
+        F.sum(remote.cast("int")).alias("remote_batches_given"),
         (F.max("last_offset") + 1).alias("log_end_offset"),
         F.min("segment_base_offset").alias("first_segment_base_offset"),
         F.max("max_timestamp").alias("max_timestamp"),
+        F.min("max_timestamp").alias("min_timestamp"),
         F.sum(F.when((F.col("magic") == 2) & (F.col("record_count") < F.col("last_offset_delta") + 1), 1).otherwise(0)).alias("compacted_batches"),
         F.sum(F.when(F.col("has_delete_horizon"), 1).otherwise(0)).alias("delete_horizon_batches"),
     )
@@ -66,7 +75,7 @@ def log_bounds(batches, checkpoints=None):
     )
 
 
-def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_dir_coverage):
+def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_dir_coverage, remote_extents=None):
     """:func:`log_bounds` per replica, with compaction and what the input shows of the log:
 
     * ``cleaned_by_cleaner``, ``is_compacted``: the cleaner ran on the partition if any
@@ -80,7 +89,16 @@ def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_
       ``given_as``, the segments left out, ``log_start_checkpoint_given``, and
       ``log_start_known`` (every segment of the directory and the log dir's
       log-start-offset-checkpoint given), ``log_end_known`` (no later segment left
-      out, the high watermark not beyond the last given batch)."""
+      out, the high watermark not beyond the last given batch);
+    * tiered storage, from ``remote_extents`` (:func:`auditor.model.remote.extents`, None: no
+      ``__remote_log_metadata`` in the input): ``remote_log_start_offset``,
+      ``remote_log_end_offset``, ``remote_segments``, ``remote_max_timestamp`` of the readable
+      remote segments; ``local_log_start_offset`` (UnifiedLog.localLogStartOffset: the first local
+      segment, not below the checkpoint); ``partition_log_start_offset`` (UnifiedLog.logStartOffset:
+      the smaller of the remote start and the log start); ``remote_given`` (remote segments are in
+      the given log) and ``remote_not_given`` (readable remote segments lie below the given log and
+      the remote store was not given: the producers' and transactions' history there is not in the
+      input)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -108,8 +126,37 @@ def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_
         # a log dir the inventory does not list (hand-made tables) is taken as given whole
         "log_start_checkpoint_given": F.coalesce("log_start_checkpoint_given", F.lit(True)),
     })
+    p = _with_remote(p, remote_extents)
     return p.withColumns({
         "log_start_known": (F.col("earlier_segments_not_given") == 0) & F.col("log_start_checkpoint_given"),
         "log_end_known": (F.col("later_segments_not_given") == 0)
         & F.coalesce(F.col("high_watermark") <= F.col("log_end_offset"), F.lit(True)),
+    })
+
+
+def _with_remote(p, remote_extents):
+    """The tiered-storage columns of :func:`replica_facts` (see there)."""
+    from pyspark.sql import functions as F
+
+    if remote_extents is None:
+        p = p.withColumns({"remote_log_start_offset": F.lit(None).cast("long"), "remote_log_end_offset": F.lit(None).cast("long"),
+                           "remote_segments": F.lit(None).cast("int"), "remote_max_timestamp": F.lit(None).cast("long")})
+    else:
+        ext = remote_extents.groupBy("cluster_id", "topic", "partition").agg(
+            F.min("remote_log_start_offset").alias("remote_log_start_offset"),
+            F.max("remote_log_end_offset").alias("remote_log_end_offset"),
+            F.sum("remote_segments").cast("int").alias("remote_segments"),
+            F.max("remote_max_timestamp").alias("remote_max_timestamp"))
+        p = p.join(F.broadcast(ext), ["cluster_id", "topic", "partition"], "left")
+    local_start = F.greatest(F.coalesce("checkpoint_log_start_offset", F.lit(0)),
+                             F.coalesce("local_first_segment_base_offset", "log_end_offset"))
+    given = F.coalesce(F.col("remote_batches_given"), F.lit(0)) > 0
+    return p.withColumns({
+        "local_log_start_offset": local_start,
+        "partition_log_start_offset": F.when(F.col("remote_log_start_offset").isNotNull(), F.least(
+            "log_start_offset", "remote_log_start_offset")).otherwise(F.col("log_start_offset")),
+        "remote_given": given,
+        # remote offsets below the first batch given (the log start may sit below it: the checkpoint of a
+        # remote-enabled log keeps the partition's log start)
+        "remote_not_given": F.coalesce(~given & (F.col("remote_log_start_offset") < F.col("first_batch_offset")), F.lit(False)),
     })

@@ -30,8 +30,14 @@ LEFT, RIGHT, TOP, BOTTOM = 170, 16, 22, 30
 
 
 def esc(value: object) -> str:
-    """Text or attribute value from the dump, escaped for HTML/SVG."""
-    return html.escape("" if value is None else str(value), quote=True)
+    """Text or attribute value from the dump, escaped for HTML/SVG: markup characters as
+    entities, and control and bidirectional characters (ESC, BEL, U+202E...) shown escaped
+    (``\\x1b``) as in every other format (:func:`auditor.report.model.one_line`), so a
+    transactional id cannot reorder or hide what the page shows, or carry terminal codes
+    into a copy-paste from it."""
+    from auditor.report.model import one_line
+
+    return html.escape(one_line(value), quote=True)
 
 
 def _nice_step(span: float, target: int = 6) -> float:

@@ -5,6 +5,8 @@
 //
 // Run with the JDK's source launcher (no build step), like ProducerBridge.java:
 //   java -cp 'build/kafka/4.3.1/libs/*' scripts/kafka/java/LogStateOracle.java [REQUEST_JSON...]
+// The same source compiles and runs against Kafka 4.3.1 and 4.4.0 (tests/test_kafka_oracle.py,
+// tests/test_broker_oracle.py run both).
 // With arguments, each argument is one request (a JSON object); without, requests are read from stdin,
 // one JSON object per line (blank lines ignored). One JSON object per request on stdout, in order,
 // flushed after each one. stdout carries nothing else: System.out is redirected to stderr for the
@@ -327,11 +329,27 @@ public class LogStateOracle {
                     log.removeLogMetrics();
                     log.close();
                 } catch (Throwable t) {
-                    try { log.closeHandlers(); } catch (Throwable ignored) { }
+                    closeFilesOnly(log);
                 }
             }
             if (keep) res.put("kept_copy", tmpRoot.resolve(topic + "-" + partition).toString());
             else deleteTree(tmpRoot);
+        }
+    }
+
+    /** Release the file handles of a log whose close() failed, without flushing or snapshotting:
+     *  UnifiedLog.closeHandlers() up to Kafka 4.3, renamed UnifiedLog.closeQuietly() in 4.4.0 (it
+     *  calls LocalLog.closeQuietly()). Looked up by name so one source runs on both. */
+    static void closeFilesOnly(UnifiedLog log) {
+        for (String name : new String[] {"closeQuietly", "closeHandlers"}) {
+            try {
+                UnifiedLog.class.getMethod(name).invoke(log);
+                return;
+            } catch (NoSuchMethodException e) {
+                // the other name
+            } catch (Throwable ignored) {
+                return;
+            }
         }
     }
 

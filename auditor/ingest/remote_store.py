@@ -1,0 +1,88 @@
+"""Remote segments of tiered storage (KIP-405): the files a RemoteStorageManager keeps.
+
+Kafka ships one file-system RemoteStorageManager, ``LocalTieredStorage`` (kafka-storage 4.3.1
+test jar, ``org.apache.kafka.server.log.remote.storage``), and its layout is the one read here:
+under ``<rsm.config.dir>/kafka-tiered-storage/`` one directory per topic-partition named
+``<topic>-<partition>-<topic id>`` (``RemoteTopicPartitionDirectory``), holding per remote segment
+the files ``<20-digit start offset>-<segment id>.<suffix>`` with the suffixes of
+``RemoteLogSegmentFileset.RemoteLogSegmentFileType``: ``.log`` (the segment, byte for byte the
+local one RemoteLogManager copied), ``.index``, ``.timeindex``, ``.txnindex`` (optional),
+``.snapshot`` (the producer snapshot taken at the segment's end, i.e. at end offset + 1) and
+``.leader_epoch_checkpoint``. The same names are recognised under ``hdfs://`` / ``s3a://`` inputs
+(:mod:`auditor.ingest.storage`), so a copy of the store kept there reads the same way.
+
+A remote segment belongs to a partition's log like a local one: the broker serves offsets below the
+replica's local log start from it (``ReplicaManager`` / ``RemoteLogManager.read``). Each remote
+file found is therefore attached to a replica of its partition in the input (:func:`attach`: the
+log dir of the first such replica, so it gets that broker's cluster and broker id), marked with
+the directory status ``remote``; :mod:`auditor.model.livelog` keeps of it only what lies below that
+replica's local log start. Remote files whose partition has no replica in the input stay on their
+own (no log dir, no cluster).
+"""
+
+from __future__ import annotations
+
+import re
+
+# Kafka's Uuid.toString(): URL-safe base64 of 16 bytes without padding, 22 characters
+_UUID = r"[A-Za-z0-9_-]{22}"
+PARTITION_DIR = re.compile(rf"^(?P<topic>.+)-(?P<partition>\d+)-(?P<topic_id>{_UUID})$")
+SEGMENT_FILE = re.compile(
+    rf"^(?P<offset>\d{{20}})-(?P<segment_id>{_UUID})\.(?P<ext>log|index|timeindex|txnindex|snapshot|leader_epoch_checkpoint)$")
+ROOT_DIR_NAME = "kafka-tiered-storage"  # LocalTieredStorage.ROOT_STORAGE_DIR_NAME
+
+# kinds: the local decoders read the same formats; the producer snapshot and the leader-epoch
+# checkpoint of a remote segment are listed, not decoded (their offsets are the segment's end,
+# which only the segment's metadata record gives)
+_KIND = {"log": "segment", "index": "offset-index", "timeindex": "time-index", "txnindex": "txn-index",
+         "snapshot": "remote-producer-snapshot", "leader_epoch_checkpoint": "remote-leader-epoch-checkpoint"}
+REMOTE = "remote"  # the directory status of every remote file
+
+
+def parse_partition_dir(name: str) -> tuple[str, int, str] | None:
+    """``tiered-0-byNkDA1GSAeMuXGiZiIRFw`` -> ("tiered", 0, "byNkDA1GSAeMuXGiZiIRFw")."""
+    m = PARTITION_DIR.match(name)
+    if not m or int(m.group("partition")) > 2**31 - 1:
+        return None
+    return m.group("topic"), int(m.group("partition")), m.group("topic_id")
+
+
+def classify(name: str) -> tuple[str, int, str] | None:
+    """Kind, start offset and segment id of a remote segment file name, or None."""
+    m = SEGMENT_FILE.match(name)
+    if not m or int(m.group("offset")) > 2**63 - 1:
+        return None
+    return _KIND[m.group("ext")], int(m.group("offset")), m.group("segment_id")
+
+
+def segment_id_of(path: str) -> str | None:
+    """The remote segment id a remote file's name carries."""
+    c = classify(path.rsplit("/", 1)[-1])
+    return c[2] if c else None
+
+
+def looks_like_partition_dir(d) -> bool:
+    """A LocalTieredStorage topic-partition directory: its name and at least one segment file."""
+    if parse_partition_dir(d.name) is None:
+        return False
+    try:
+        return any(classify(c.name) is not None for c in d.iterdir())
+    except OSError:
+        return False
+
+
+def attach(files: list) -> None:
+    """Give each remote file (``dir_status == 'remote'``, no log dir) the log dir of a replica of
+    its partition found in the same input set (the first by log dir, for a stable choice): the
+    remote part of that replica's log. In place."""
+    replicas: dict[tuple[str, int], list[str]] = {}
+    for fi in files:
+        if fi.dir_status == "live" and fi.log_dir is not None and fi.topic is not None and fi.partition is not None:
+            replicas.setdefault((fi.topic, fi.partition), [])
+            if fi.log_dir not in replicas[(fi.topic, fi.partition)]:
+                replicas[(fi.topic, fi.partition)].append(fi.log_dir)
+    for fi in files:
+        if fi.dir_status == REMOTE and fi.log_dir is None:
+            dirs = sorted(replicas.get((fi.topic, fi.partition), []))
+            if dirs:
+                fi.log_dir = dirs[0]

@@ -1,0 +1,44 @@
+"""Whether the input may be a log that moved while it was read, and how far each view reaches.
+
+Operators point the auditor at the log dirs of running brokers. Each file is sized when it is
+listed and read up to that size, so every partition is a consistent prefix, but two partitions
+are prefixes taken at (slightly) different moments. Two orders of events then look like
+anomalies that are not:
+
+* the coordinator records a transaction (``Ongoing`` with the partition, written before the
+  producer may write there: ``TransactionCoordinator.handleAddPartitionsToTransaction``, or the
+  verification of transaction version 2) *after* its ``__transaction_state`` partition was sized,
+  and the producer writes the data *before* the data partition was: the data looks written
+  after its session's marker with the coordinator not listing the partition (a late write);
+* the coordinator writes the markers and its ``Complete*`` record *after* the data partition
+  was sized: the data looks open with the coordinator saying it completed (hanging).
+
+A log dir that holds ``.kafka_cleanshutdown`` belongs to a broker that stopped cleanly and did
+not start again (the broker deletes the file when it starts: ``LogManager.loadLogs``): nothing
+more is written there. A cluster all of whose given log dirs hold it is *stopped*; otherwise the
+verdicts ask how far each view reaches before they call a transaction late or hanging
+(:func:`auditor.model.verdicts.open_transaction_verdicts`).
+"""
+
+from __future__ import annotations
+
+
+def stopped_clusters(files):
+    """Per cluster of the ``files`` inventory: ``log_dirs_stopped`` — every log dir of it that
+    was given holds ``.kafka_cleanshutdown``. A cluster the inventory does not list (hand-made
+    tables) has no row: it is taken as stopped (nothing says it moved)."""
+    from pyspark.sql import functions as F
+
+    dirs = files.where("log_dir IS NOT NULL AND cluster_id IS NOT NULL").groupBy("cluster_id", "log_dir").agg(
+        F.max(F.when(F.col("kind") == "clean-shutdown", 1).otherwise(0)).alias("_clean"))
+    return dirs.groupBy("cluster_id").agg((F.min("_clean") == 1).alias("log_dirs_stopped"))
+
+
+def coordinator_read_until(transaction_log):
+    """Per ``__transaction_state`` partition of a cluster (``cluster_id``, ``coordinator_partition``):
+    ``coordinator_read_until_ms``, the newest record timestamp the input holds of it (over every
+    replica): the coordinator's view reaches at least that far."""
+    from pyspark.sql import functions as F
+
+    return transaction_log.groupBy("cluster_id", F.col("partition").alias("coordinator_partition")).agg(
+        F.max("timestamp").alias("coordinator_read_until_ms"))

@@ -1,0 +1,271 @@
+"""Tiered storage (KIP-405): ``__remote_log_metadata``, remote segments, and verdicts on tiered partitions.
+
+Ground truth: Kafka's own ``RemoteLogMetadataSerde`` (kafka-storage 4.3.1, run on the Maven Central jars
+by ``scripts/kafka/java/RemoteLogMetadataSerdeTool.java``) for the record format, and the real capture
+``sample_logs/tiered-storage`` (a 4.3.1 broker with Kafka's LocalTieredStorage and
+TopicBasedRemoteLogMetadataManager; ``expected.json`` written from what the clients did) for the rest.
+
+* every record type, every state, with and without custom metadata and the TxnIndexEmpty tag:
+  serialized by Kafka, decoded by us, field by field; and every record of the capture's
+  ``__remote_log_metadata`` decoded by both;
+* malformed values are per-record problems with a byte position;
+* the remote store's files are matched to their metadata by segment id, and join the replica's live
+  log below its local log start;
+* the scan with the remote store replays the whole log (remote + local): the hanging transaction, the
+  committed/aborted counts the clients recorded, no gap; without it the same hanging transaction, no
+  unknown-producer-gap or torn-transaction claim about what lies in remote storage, and the report
+  says what the input lacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLE_LOGS
+from auditor.errors import DecodeError
+from auditor.formats.remote_log_metadata import decode_remote_log_metadata
+from auditor.ingest import remote_store, segments
+from auditor.ingest.plan import make_plan
+from auditor.ingest.tables import TABLES, iter_rows
+from auditor.model import livelog
+from auditor.model.remote import extents, readable_segment_ids
+
+PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT))
+from scripts.kafka.harness import NEWEST, classpath  # noqa: E402
+
+CAPTURE = SAMPLE_LOGS / "tiered-storage"
+BROKER = CAPTURE / "broker-1"
+STORE = CAPTURE / "remote-store"
+METADATA_LOG = BROKER / "__remote_log_metadata-0" / "00000000000000000000.log"
+EXPECTED = json.loads((CAPTURE / "expected.json").read_text())
+TOOL = PROJECT / "scripts" / "kafka" / "java" / "RemoteLogMetadataSerdeTool.java"
+
+
+def _kafka(*args: str, stdin: str = "") -> list[dict]:
+    """Kafka 4.3.1's RemoteLogMetadataSerde through the tool (JDK source launcher); fails without a JDK."""
+    r = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath(NEWEST),
+                        str(TOOL), *args], input=stdin.encode(), capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    return [json.loads(line) for line in r.stdout.decode().splitlines() if line.strip()]
+
+
+def _ours(value: bytes) -> dict:
+    """Our row in the tool's field names."""
+    row = decode_remote_log_metadata(None, value)
+    epochs = row["segment_leader_epochs"]
+    return {
+        "topic": row["topic"], "topic_id": row["topic_id"], "partition": row["partition"],
+        "segment_id": row["segment_id"], "start_offset": row["start_offset"], "end_offset": row["end_offset"],
+        "broker_id": row["event_broker_id"], "max_timestamp_ms": row["max_timestamp_ms"],
+        "event_timestamp_ms": row["event_timestamp_ms"], "segment_size_in_bytes": row["segment_size_in_bytes"],
+        "custom_metadata": None if row["custom_metadata"] is None else row["custom_metadata"].hex(),
+        "state": row["state"], "txn_index_empty": row["txn_index_empty"],
+        "leader_epochs": None if epochs is None else [[e["leader_epoch"], e["offset"]] for e in epochs],
+    }
+
+
+def _capture_values() -> list[bytes]:
+    with open(METADATA_LOG, "rb") as f:
+        return [rec.value for _h, rec in segments.iter_data_records(f, os.path.getsize(METADATA_LOG), 0, None)]
+
+
+_TYPES = {"RemoteLogSegmentMetadata": "RemoteLogSegmentMetadataRecord",
+          "RemoteLogSegmentMetadataUpdate": "RemoteLogSegmentMetadataUpdateRecord",
+          "RemotePartitionDeleteMetadata": "RemotePartitionDeleteMetadataRecord",
+          "RemoteLogSegmentMetadataSnapshot": "RemoteLogSegmentMetadataSnapshotRecord"}
+
+
+def _compare(k: dict) -> None:
+    value = bytes.fromhex(k["hex"])
+    got = _ours(value)
+    assert decode_remote_log_metadata(None, value)["record_type"] == _TYPES[k["type"]]
+    for field, want in k.items():
+        if field in ("type", "hex"):
+            continue
+        assert got[field] == want, f"{k['type']} {field}: ours {got[field]!r}, Kafka {want!r}"
+
+
+@pytest.mark.spark  # runs Kafka's Java code, like test_kafka_oracle
+def test_every_record_type_and_state_as_kafka_serializes_it():
+    fixtures = _kafka("fixtures")
+    kinds = {(k["type"], k["state"]) for k in fixtures}
+    assert len({t for t, _ in kinds}) == 4
+    assert {s for t, s in kinds if t == "RemoteLogSegmentMetadataUpdate"} == {
+        "COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED", "DELETE_SEGMENT_STARTED", "DELETE_SEGMENT_FINISHED"}
+    assert {s for t, s in kinds if t == "RemotePartitionDeleteMetadata"} == {
+        "DELETE_PARTITION_MARKED", "DELETE_PARTITION_STARTED", "DELETE_PARTITION_FINISHED"}
+    assert any(k["custom_metadata"] for k in fixtures) and any(k.get("txn_index_empty") for k in fixtures)
+    for k in fixtures:
+        _compare(k)
+
+
+@pytest.mark.spark
+def test_every_record_of_the_capture_as_kafka_reads_it():
+    values = _capture_values()
+    assert len(values) >= 10
+    kafka = _kafka("decode", stdin="\n".join(v.hex() for v in values))
+    assert len(kafka) == len(values)
+    for k in kafka:
+        _compare(k)
+    assert {k["type"] for k in kafka} == {"RemoteLogSegmentMetadata", "RemoteLogSegmentMetadataUpdate"}
+
+
+def test_the_capture_decodes_through_the_table_without_problems():
+    task = {"path": str(METADATA_LOG), "kind": "segment", "topic": "__remote_log_metadata", "partition": 0,
+            "size": METADATA_LOG.stat().st_size, "base_offset": 0, "log_dir": str(BROKER)}
+    rows = list(iter_rows(TABLES["remote_log_segments"], task))
+    assert rows and all(r.get("_problem_kind") is None for r in rows)
+    assert [r["offset"] for r in rows] == list(range(len(rows)))
+    assert {r["log_topic"] for r in rows} == {"__remote_log_metadata"} and {r["topic"] for r in rows} == {"tiered"}
+
+
+@pytest.mark.parametrize("value, kind, position", [
+    (b"", "truncated", 0),
+    (bytes([0, 0, 0]), "unknown-version", 0),  # frame version 0
+    (bytes([1, 9, 0]), "unknown-version", 1),  # api key 9
+    (bytes([1, 2, 1]), "unknown-version", 3),  # RemotePartitionDeleteMetadataRecord v1
+    (bytes([1, 0xff, 0xff, 0x03, 0]), "corrupt", 1),  # api key beyond a short
+])
+def test_malformed_values_are_problems_with_a_position(value, kind, position):
+    with pytest.raises(DecodeError) as e:
+        decode_remote_log_metadata(None, value)
+    assert e.value.kind == kind and e.value.position == position, (e.value.kind, e.value.position, e.value.message)
+
+
+def test_truncated_and_trailing_bytes_of_a_real_record():
+    v = _capture_values()[0]
+    with pytest.raises(DecodeError) as e:
+        decode_remote_log_metadata(None, v[:-4])
+    assert e.value.kind == "truncated" and 0 < e.value.position <= len(v)
+    with pytest.raises(DecodeError) as e:
+        decode_remote_log_metadata(None, v + b"\0")
+    assert e.value.kind == "corrupt" and e.value.position == len(v)
+    with pytest.raises(DecodeError):
+        decode_remote_log_metadata(None, None)
+
+
+def _metadata_rows() -> list[dict]:
+    return [{**decode_remote_log_metadata(None, v), "offset": i, "log_partition": 0, "cluster_id": "c"}
+            for i, v in enumerate(_capture_values())]
+
+
+def test_remote_segments_are_matched_to_their_metadata_by_id():
+    rows = _metadata_rows()
+    readable = readable_segment_ids(rows)
+    plan = make_plan([str(CAPTURE)])
+    remote = [f for f in plan.files if f.dir_status == remote_store.REMOTE]
+    logs = {remote_store.segment_id_of(f.path): f for f in remote if f.kind == "segment"}
+    # every segment the metadata says was copied is in the store, named by its id and start offset
+    starts = {r["segment_id"]: r["start_offset"] for r in rows if r["api_key"] == 0}
+    assert readable and set(logs) == readable == set(starts)
+    for sid, f in logs.items():
+        assert f.base_offset == starts[sid] and f.topic == "tiered"
+        assert f.log_dir == str(BROKER) and f.broker_id == 1  # attached to the replica in the input
+    # each segment has its full fileset (LocalTieredStorage: the txn index is optional)
+    kinds = {(remote_store.segment_id_of(f.path), f.kind) for f in remote}
+    for sid in logs:
+        assert {(sid, k) for k in ("segment", "offset-index", "time-index", "remote-producer-snapshot",
+                                   "remote-leader-epoch-checkpoint")} <= kinds
+    # per partition: the remote extent ends where the local log starts (the broker deleted what it copied)
+    steps = EXPECTED["steps"]["segments_at_shutdown"]
+    ext = {(e[1], e[2]): e for e in extents(rows)}
+    for key, seg in steps.items():
+        topic, part = key.rsplit("-", 1)
+        e = ext[(topic, int(part))]
+        assert e[4] == 0 and e[5] == seg["local_segment_bases"][0] and e[6] == len(seg["remote_segment_bases"])
+
+
+def test_live_log_keeps_remote_segments_below_the_local_log_start():
+    def row(path, base, status="live", kind="segment", log_dir="/b1"):
+        return {"path": path, "log_dir": log_dir, "topic": "t", "partition": 0, "dir_status": status, "kind": kind,
+                "file_status": "live", "base_offset": base}
+
+    a, b, c = "AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB", "CCCCCCCCCCCCCCCCCCCCCC"
+    rows = [row("/b1/t-0/00000000000000000020.log", 20),
+            row(f"/rs/t-0-{a}/00000000000000000000-{a}.log", 0, "remote"),
+            row(f"/rs/t-0-{a}/00000000000000000010-{b}.log", 10, "remote"),
+            row(f"/rs/t-0-{a}/00000000000000000020-{c}.log", 20, "remote"),
+            {"path": "/b1/.kafka_cleanshutdown", "log_dir": "/b1", "topic": None, "partition": None,
+             "kind": "clean-shutdown"}]
+    lv = livelog.decide(rows, next_offsets={rows[1]["path"]: 10, rows[2]["path"]: 21})
+    assert lv[rows[1]["path"]].live and not lv[rows[1]["path"]].bounded
+    assert lv[rows[2]["path"]].live and lv[rows[2]["path"]].end_offset == 20  # overlaps the local log: cut there
+    assert not lv[rows[3]["path"]].live  # a copy of what the replica holds locally
+    # a segment the metadata does not list as COPY_SEGMENT_FINISHED is not part of the log
+    lv = livelog.decide(rows, readable_remote_segments={b, c})
+    assert not lv[rows[1]["path"]].live and "COPY_SEGMENT_FINISHED" in lv[rows[1]["path"]].reason
+
+
+# -- the audit, with and without the remote store (real Spark) ---------------------------------------
+
+@pytest.fixture(scope="module")
+def audits(spark, tmp_path_factory):
+    from auditor.engine.audit import audit
+    from auditor.engine.ingest_job import ingest
+    from auditor.engine.views import AuditContext
+
+    out = {}
+    for name, inputs in (("with", [str(BROKER), str(STORE)]), ("without", [str(BROKER)])):
+        tables = tmp_path_factory.mktemp(f"tiered-{name}") / "tables"
+        ing = ingest(spark, inputs, str(tables))
+        res = audit(spark, str(tables))
+        ctx = AuditContext(spark, str(tables))
+        parts = {(r["topic"], r["partition"]): r.asDict() for r in ctx.partitions.where("topic = 'tiered'").collect()}
+        txns = ctx.transactions.where("topic = 'tiered'").groupBy("partition", "marker_type").count().collect()
+        out[name] = {"bad": ing.bad_files, "findings": res.findings, "lacks": ctx.coverage.lacking(),
+                     "partitions": parts, "txns": {(r["partition"], r["marker_type"]): r["count"] for r in txns}}
+    return out
+
+
+def _expected_hanging() -> dict:
+    [a] = EXPECTED["expect"]["anomalies"]
+    return a
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", ["with", "without"])
+def test_the_hanging_transaction_and_nothing_else(audits, mode):
+    a = _expected_hanging()
+    got = audits[mode]
+    assert not got["bad"]
+    rules = sorted((f["rule"], f["topic"], f["partition"], f["producer_id"], f["first_offset"]) for f in got["findings"])
+    assert rules == [("hanging-transaction", "tiered", 0, a["producer_id"], a["first_offset"]),
+                     ("stuck-lso", "tiered", 0, a["producer_id"], a["first_offset"])], \
+        [f["message"] for f in got["findings"]]
+    hang = next(f for f in got["findings"] if f["rule"] == "hanging-transaction")
+    assert hang["transactional_id"] == a["transactional_id"] and hang["severity"] == "critical"
+
+
+@pytest.mark.spark
+def test_with_the_remote_store_the_whole_log_is_replayed(audits):
+    got = audits["with"]
+    exp_end = EXPECTED["expect"]["end_offsets_before_shutdown"]
+    for p in (0, 1):
+        r = got["partitions"][("tiered", p)]
+        assert r["first_batch_offset"] == 0 and r["log_start_offset"] == 0 and r["remote_given"]
+        assert not r["remote_not_given"] and r["log_end_offset"] == exp_end[f"tiered-{p}"]["high_watermark"]
+        counts = EXPECTED["expect"]["counts"][f"tiered-{p}"]
+        assert got["txns"].get((p, "COMMIT"), 0) == counts["committed"]
+        assert got["txns"].get((p, "ABORT"), 0) == counts["aborted"]
+    assert not any("remote storage" in line for line in got["lacks"])
+
+
+@pytest.mark.spark
+def test_without_the_remote_store_no_claim_about_the_remote_part(audits):
+    got = audits["without"]
+    steps = EXPECTED["steps"]["segments_at_shutdown"]
+    r = got["partitions"][("tiered", 0)]
+    local = steps["tiered-0"]["local_segment_bases"][0]
+    assert r["first_batch_offset"] == local and r["local_log_start_offset"] == local
+    assert r["partition_log_start_offset"] == 0 and r["remote_log_start_offset"] == 0 and r["remote_not_given"]
+    assert r["remote_segments"] == len(steps["tiered-0"]["remote_segment_bases"])
+    assert not any(f["rule"] in ("unknown-producer-gap", "torn-transaction") for f in got["findings"])
+    lacks = [line for line in got["lacks"] if "remote storage" in line]
+    assert any(line.startswith(f"tiered-0 (broker 1): offsets 0..{local - 1} are in remote storage") for line in lacks)
