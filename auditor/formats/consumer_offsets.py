@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from auditor.errors import DecodeError
 from auditor.formats.binary import Reader
-from auditor.formats.message import UNKNOWN_TAGS, Field, Schema, decode
+from auditor.formats.message import UNKNOWN_TAGS, Field, Schema, decode, read_versioned
 
 OFFSET_COMMIT_KEY = Schema(
     "OffsetCommitKey",
@@ -214,19 +214,8 @@ def _tags_json(unknown: dict[str, str]) -> str | None:
     return json.dumps(unknown, sort_keys=True) if unknown else None
 
 
-def _read_value(schema: Schema, value: bytes) -> tuple[int, dict[str, Any]]:
-    r = Reader(value)
-    version = r.int16()
-    if not schema.supports(version):
-        raise DecodeError(f"{schema.name} version {version} is not known", 0, "unknown-version")
-    v = decode(schema, r, version)
-    if r.remaining():
-        raise DecodeError(f"{r.remaining()} bytes left after {schema.name} v{version}", r.pos, "corrupt")
-    return version, v
-
-
 def _offset_commit_value(value: bytes, row: dict[str, Any]) -> None:
-    version, v = _read_value(OFFSET_COMMIT_VALUE, value)
+    version, v = read_versioned(OFFSET_COMMIT_VALUE, value)
     row.update(
         value_version=version,
         committed_offset=v["offset"],
@@ -239,7 +228,7 @@ def _offset_commit_value(value: bytes, row: dict[str, Any]) -> None:
 
 
 def _group_metadata_value(value: bytes, row: dict[str, Any]) -> None:
-    version, v = _read_value(GROUP_METADATA_VALUE, value)
+    version, v = read_versioned(GROUP_METADATA_VALUE, value)
     unknown: dict[str, str] = dict(v.get(UNKNOWN_TAGS, {}))
     members = []
     for i, m in enumerate(v["members"]):

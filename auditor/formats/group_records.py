@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from auditor.errors import DecodeError
 from auditor.formats.binary import Reader
-from auditor.formats.message import UNKNOWN_TAGS, Field, Schema, decode
+from auditor.formats.message import UNKNOWN_TAGS, Field, Schema, decode, read_versioned
 
 # -- keys: three shapes, read as the generated key classes do (version ignored) ----
 GROUP_KEY = Schema("GroupKey", [Field("GroupId", "string")])
@@ -275,17 +275,6 @@ def decode_group_record(type_id: int, kr: Reader, value: bytes | None) -> dict[s
     return row
 
 
-def _read_value(schema: Schema, value: bytes) -> tuple[int, dict[str, Any]]:
-    r = Reader(value)
-    version = r.int16()
-    if not schema.supports(version):
-        raise DecodeError(f"{schema.name} version {version} is not known", 0, "unknown-version")
-    v = decode(schema, r, version)
-    if r.remaining():
-        raise DecodeError(f"{r.remaining()} bytes left after {schema.name} v{version}", r.pos, "corrupt")
-    return version, v
-
-
 def _unknown_tags(v: Any, path: str = "") -> dict[str, str]:
     """Unknown tagged fields anywhere in a decoded value, keyed by their path."""
     out: dict[str, str] = {}
@@ -317,7 +306,7 @@ def _partitions(items: list[dict] | None) -> list[dict] | None:
 
 
 def _fill_value(rt: RecordType, value: bytes, row: dict[str, Any]) -> None:
-    version, v = _read_value(rt.value, value)
+    version, v = read_versioned(rt.value, value)
     tags = _unknown_tags(v)
     row.update(value_version=version, value_json=json.dumps(_plain(v), sort_keys=True, separators=(",", ":")),
                unknown_tags_json=json.dumps(tags, sort_keys=True) if tags else None)

@@ -79,6 +79,52 @@ def decode(schema: Schema, r: Reader, version: int, *, strict_version: bool = Tr
     return _struct(schema.fields, r, version, schema.is_flexible(version))
 
 
+def read_versioned(schema: Schema, value: bytes) -> tuple[int, dict[str, Any]]:
+    """A record value framed as Kafka's coordinators write it: an int16 version, then the message.
+
+    The transaction log, ``__consumer_offsets`` (offset commits, group metadata, the KIP-848 records)
+    and ``__share_group_state`` all write ``version (int16) + message`` (``MessageUtil.toVersionPrefixedBytes``
+    in Kafka's clients) and their readers fail on a version the schema does not list and on bytes left
+    after the message, as this does.
+    """
+    r = Reader(value)
+    version = r.int16()
+    if not schema.supports(version):
+        raise DecodeError(f"{schema.name} version {version} is not known", 0, "unknown-version")
+    v = decode(schema, r, version)
+    require_consumed(r, schema, version)
+    return version, v
+
+
+def require_consumed(r: Reader, schema: Schema, version: int) -> None:
+    """Bytes left after a whole message are an error, as Kafka's generated ``read`` leaves them unread."""
+    if r.remaining():
+        raise DecodeError(f"{r.remaining()} bytes left after {schema.name} v{version}", r.pos, "corrupt")
+
+
+_INT16_MAX = 0x7FFF
+
+
+def read_api_message_frame(r: Reader) -> tuple[int, int, int]:
+    """The frame of ``AbstractApiMessageSerde``: frame version, api key and record version.
+
+    The metadata log and ``__remote_log_metadata`` both write three unsigned varints before the message
+    body (``AbstractApiMessageSerde.write``); Kafka reads each as a short and rejects one that does not fit
+    (``readUnsignedVarint`` then a range check). Checking the frame version is the caller's: each log knows
+    which it accepts.
+    """
+    return (_short_uvarint(r, "frame version"), _short_uvarint(r, "api key"),
+            _short_uvarint(r, "record version"))
+
+
+def _short_uvarint(r: Reader, what: str) -> int:
+    at = r.pos
+    v = r.uvarint()
+    if v > _INT16_MAX:
+        raise DecodeError(f"{what} {v} does not fit in an int16", at, "corrupt")
+    return v
+
+
 def _struct(fields: Sequence[Field], r: Reader, version: int, flexible: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     tagged: dict[int, Field] = {}

@@ -34,11 +34,10 @@ import pyarrow as pa
 
 from auditor.errors import DecodeError
 from auditor.formats.binary import Reader
-from auditor.formats.message import UNKNOWN_TAGS, Field, Schema, _default, decode
+from auditor.formats.message import UNKNOWN_TAGS, Field, Schema, _default, decode, read_api_message_frame
 
 METADATA_FRAME_VERSION = 1
 PRODUCER_ID_BLOCK_SIZE = 1000  # server-common ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
-_INT16_MAX = 0x7FFF
 
 # -- record schemas (metadata/src/main/resources/common/metadata/*.json) --------
 # Every metadata record is flexible from version 0.
@@ -323,15 +322,6 @@ def _dumps(obj: Any) -> str:
 
 # -- metadata record values -------------------------------------------------------
 
-def _short_uvarint(r: Reader, what: str) -> int:
-    """Kafka reads these three as unsigned varints that must fit in a short."""
-    at = r.pos
-    v = r.uvarint()
-    if v > _INT16_MAX:
-        raise DecodeError(f"{what} {v} does not fit in an int16", at, "corrupt")
-    return v
-
-
 def decode_metadata_value(value: bytes) -> dict:
     """Decode one ``__cluster_metadata`` record value into a row (``COLUMNS``).
 
@@ -343,12 +333,10 @@ def decode_metadata_value(value: bytes) -> dict:
     if value is None:
         raise DecodeError("metadata record has a null value", 0, "corrupt")
     r = Reader(value)
-    frame_version = _short_uvarint(r, "frame version")
+    frame_version, api_key, record_version = read_api_message_frame(r)
     if frame_version != METADATA_FRAME_VERSION:
         hint = " (the 2.8 KRaft preview format, not readable by any release)" if frame_version == 0 else ""
         raise DecodeError(f"metadata frame version {frame_version}{hint}; only 1 is known", 0, "unknown-version")
-    api_key = _short_uvarint(r, "api key")
-    record_version = _short_uvarint(r, "record version")
     row: dict[str, Any] = dict.fromkeys(_COLUMN_NAMES)
     row.update(
         frame_version=frame_version,

@@ -33,10 +33,9 @@ import pyarrow as pa
 
 from auditor.errors import DecodeError
 from auditor.formats.binary import Reader
-from auditor.formats.message import Field, Schema, decode
+from auditor.formats.message import Field, Schema, decode, read_api_message_frame, require_consumed
 
 FRAME_VERSION = 1  # AbstractApiMessageSerde.DEFAULT_FRAME_VERSION
-_INT16_MAX = 0x7FFF
 
 SEGMENT_STATES = {0: "COPY_SEGMENT_STARTED", 1: "COPY_SEGMENT_FINISHED",
                   2: "DELETE_SEGMENT_STARTED", 3: "DELETE_SEGMENT_FINISHED"}
@@ -94,14 +93,6 @@ COLUMNS: list[pa.Field] = [
 _NAMES = [c.name for c in COLUMNS]
 
 
-def _short_uvarint(r: Reader, what: str) -> int:
-    at = r.pos
-    v = r.uvarint()
-    if v > _INT16_MAX:
-        raise DecodeError(f"{what} {v} does not fit in an int16", at, "corrupt")
-    return v
-
-
 def decode_remote_log_metadata(key: bytes | None, value: bytes | None) -> dict[str, Any]:
     """One ``__remote_log_metadata`` record value as a row of :data:`COLUMNS`.
 
@@ -111,17 +102,14 @@ def decode_remote_log_metadata(key: bytes | None, value: bytes | None) -> dict[s
     if value is None:
         raise DecodeError("remote log metadata record has a null value", 0, "corrupt")
     r = Reader(value)
-    frame = _short_uvarint(r, "frame version")
+    frame, api_key, version = read_api_message_frame(r)
     if frame != FRAME_VERSION:
         raise DecodeError(f"frame version {frame}; only {FRAME_VERSION} is known", 0, "unknown-version")
-    api_key = _short_uvarint(r, "api key")
-    version = _short_uvarint(r, "record version")
     schema = SCHEMAS.get(api_key)
     if schema is None:
         raise DecodeError(f"unknown remote log metadata api key {api_key}", 1, "unknown-version")
     d = decode(schema, r, version)
-    if r.remaining():
-        raise DecodeError(f"{r.remaining()} bytes left after {schema.name} v{version}", r.pos, "corrupt")
+    require_consumed(r, schema, version)
     row: dict[str, Any] = dict.fromkeys(_NAMES)
     row.update(record_type=schema.name, api_key=api_key, record_version=version)
     tip = d.get("TopicIdPartition") or (d.get("RemoteLogSegmentId") or {}).get("TopicIdPartition")

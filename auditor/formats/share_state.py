@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from auditor.errors import DecodeError
 from auditor.formats.binary import Reader
-from auditor.formats.message import UNKNOWN_TAGS, Field, Schema, decode
+from auditor.formats.message import UNKNOWN_TAGS, Field, Schema, decode, read_versioned
 
 SHARE_KEY = Schema("ShareKey", [Field("GroupId", "string"), Field("TopicId", "uuid"), Field("Partition", "int32")])
 
@@ -127,13 +127,7 @@ def decode_share_state_record(key: bytes | None, value: bytes | None) -> dict[st
     if value is None:
         return row
     try:
-        r = Reader(value)
-        version = r.int16()
-        if not schema.supports(version):
-            raise DecodeError(f"{schema.name} version {version} is not known", 0, "unknown-version")
-        v = decode(schema, r, version)
-        if r.remaining():
-            raise DecodeError(f"{r.remaining()} bytes left after {schema.name} v{version}", r.pos, "corrupt")
+        version, v = read_versioned(schema, value)
     except DecodeError as exc:
         raise _reraise(f"value of {name} {k['GroupId']!r}/{k['TopicId']}-{k['Partition']}", exc) from None
     unknown = dict(v.get(UNKNOWN_TAGS, {}))

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from auditor.errors import DecodeError
 from auditor.formats.binary import Reader
-from auditor.formats.message import UNKNOWN_TAGS, Field, Schema, decode
+from auditor.formats.message import UNKNOWN_TAGS, Field, Schema, decode, read_versioned
 
 TRANSACTION_LOG_KEY = Schema(
     "TransactionLogKey",
@@ -166,13 +166,7 @@ def decode_txn_record(key: bytes | None, value: bytes | None) -> dict[str, Any]:
 
 
 def _decode_value(value: bytes, row: dict[str, Any]) -> None:
-    r = Reader(value)
-    version = r.int16()
-    if not TRANSACTION_LOG_VALUE.supports(version):
-        raise DecodeError(f"TransactionLogValue version {version} is not known", 0, "unknown-version")
-    v = decode(TRANSACTION_LOG_VALUE, r, version)
-    if r.remaining():
-        raise DecodeError(f"{r.remaining()} bytes left after TransactionLogValue v{version}", r.pos, "corrupt")
+    version, v = read_versioned(TRANSACTION_LOG_VALUE, value)
     state_id = v["TransactionStatus"]
     state = TRANSACTION_STATES.get(state_id)
     if state is None:

@@ -198,9 +198,10 @@ def decode_batches(task: dict, f) -> Iterator[dict | Problem]:
             yield item
 
 
-def decode_txn_log(task: dict, f) -> Iterator[dict | Problem]:
-    """``transaction_log`` rows of a dumped ``__transaction_state`` segment printed with
-    ``--transaction-log-decoder``; records printed raw give none (see the inventory note)."""
+def _decoded_records(task: dict, f, decode_tail) -> Iterator[dict | Problem]:
+    """Rows that ``decode_tail`` makes of each data record's printed payload, with the record's offset,
+    timestamp and its batch's producer fields; problems of the text as they come. A payload the decoder
+    cannot read is a ``bad-record`` problem naming its line; one it does not decode (``None``) gives no row."""
     for item in _items(task, f):
         if isinstance(item, dt.TextProblem):
             yield _problem(f, task, item)
@@ -208,7 +209,7 @@ def decode_txn_log(task: dict, f) -> Iterator[dict | Problem]:
         if not isinstance(item, dt.TextRecord) or item.batch.get("is_control"):
             continue
         try:
-            row = dt.decode_txn_text(item.tail)
+            row = decode_tail(item.tail)
         except (ValueError, KeyError, TypeError) as exc:
             yield Problem("bad-record", item.position,
                           f"{text_path(task['path'])} line {_line_of(f, item.position)}: record at offset {item.offset}: {exc}",
@@ -223,26 +224,16 @@ def decode_txn_log(task: dict, f) -> Iterator[dict | Problem]:
         yield row
 
 
+def decode_txn_log(task: dict, f) -> Iterator[dict | Problem]:
+    """``transaction_log`` rows of a dumped ``__transaction_state`` segment printed with
+    ``--transaction-log-decoder``; records printed raw give none (see the inventory note)."""
+    yield from _decoded_records(task, f, dt.decode_txn_text)
+
+
 def decode_metadata(task: dict, f) -> Iterator[dict | Problem]:
     """``metadata_records`` rows of a dumped ``__cluster_metadata`` segment printed with
     ``--cluster-metadata-decoder`` (``source`` ``log``); records printed raw give none."""
-    for item in _items(task, f):
-        if isinstance(item, dt.TextProblem):
-            yield _problem(f, task, item)
-            continue
-        if not isinstance(item, dt.TextRecord) or item.batch.get("is_control"):
-            continue
-        try:
-            row = dt.decode_metadata_text(item.tail)
-        except (ValueError, KeyError, TypeError) as exc:
-            yield Problem("bad-record", item.position,
-                          f"{text_path(task['path'])} line {_line_of(f, item.position)}: record at offset {item.offset}: {exc}",
-                          fatal=False)
-            continue
-        if row is None:
-            continue
-        b = item.batch
-        row.update(offset=item.offset, timestamp=item.timestamp, batch_position=b.get("position"),
-                   batch_producer_id=b.get("producer_id"), batch_producer_epoch=b.get("producer_epoch"),
-                   batch_is_transactional=b.get("is_transactional"), source="log", snapshot_end_offset=None)
+    for row in _decoded_records(task, f, dt.decode_metadata_text):
+        if isinstance(row, dict):
+            row.update(source="log", snapshot_end_offset=None)
         yield row
