@@ -8,6 +8,12 @@ sequence gap every 100 partitions), writes the other tables empty with their
 real schemas, then runs the full audit on ``local[2]`` and prints: generation
 time, wall time per rule and in total, batches per second, findings, and the
 peak RSS of the driver process and of the JVM (sampled every 0.5 s).
+
+Issue 29: a DuckDB reference of the core checks (open transactions, LSO pins,
+sequence breaks: :data:`DUCKDB_CHECKS`) runs on the same Parquet before and
+after the audit (``--duckdb-threads``, 0 to leave it out); the bench prints
+both times, the ratio, the load average, and whether the two find the same
+(topic, partition, producer id) keys for each check (exit status 1 if not).
 """
 
 from __future__ import annotations
@@ -88,6 +94,110 @@ def generate(spark, n: int, parts: int, out: Path) -> float:
     return time.monotonic() - t0
 
 
+# -- the DuckDB reference (issue 29): the same core checks on the same Parquet ------------------------
+REPLICA_SQL = "cluster_id, broker_id, log_dir, topic, partition"
+DUCKDB_CHECKS = {
+    # the batches every check reads: what the audit's producer-state model reads (v2 batches of the
+    # segments with a producer id), markers being COMMIT/ABORT control batches
+    "_pb": f"""
+        CREATE OR REPLACE TEMP VIEW pb AS
+        SELECT {REPLICA_SQL}, producer_id, producer_epoch, base_offset, last_offset, base_sequence, last_sequence,
+               is_transactional, NOT is_control AS is_data,
+               is_control AND coalesce(control_type IN ('COMMIT', 'ABORT'), false) AS is_marker
+        FROM read_parquet('{{batches}}/*.parquet')
+        WHERE magic = 2 AND source = 'segment' AND producer_id >= 0""",
+    # open transactions (hanging candidates): a producer's transactional data batches with no marker after
+    # them; a running count of markers groups each producer's batches into transactions
+    "_open": f"""
+        CREATE OR REPLACE TEMP TABLE open_txn AS
+        SELECT {REPLICA_SQL}, producer_id, min(base_offset) AS first_offset
+        FROM (SELECT *, sum(is_marker::int) OVER (PARTITION BY {REPLICA_SQL}, producer_id ORDER BY base_offset
+                                                 ROWS UNBOUNDED PRECEDING) AS markers_upto,
+                     sum(is_marker::int) OVER (PARTITION BY {REPLICA_SQL}, producer_id) AS markers
+              FROM pb WHERE is_transactional AND (is_data OR is_marker))
+        WHERE is_data AND markers_upto = markers
+        GROUP BY ALL""",
+    "open transactions": "SELECT topic, partition, producer_id FROM open_txn",
+    # LSO pins: per replica, the earliest open transaction when it starts below the log end (the high
+    # watermark without a replication checkpoint)
+    "LSO pins": f"""
+        SELECT o.topic, o.partition, arg_min(o.producer_id, o.first_offset)
+        FROM open_txn o JOIN (SELECT {REPLICA_SQL}, max(last_offset) + 1 AS log_end FROM pb GROUP BY ALL) e
+             USING ({REPLICA_SQL})
+        GROUP BY o.cluster_id, o.broker_id, o.log_dir, o.topic, o.partition
+        HAVING min(o.first_offset) < any_value(e.log_end)""",
+    # sequence breaks (ProducerAppendInfo.checkSequence): each data batch against the producer's previous
+    # one (gap, regression, epoch regression, a new epoch not at 0, duplicates within the 5-batch window)
+    "sequence breaks": f"""
+        SELECT topic, partition, producer_id FROM (
+          SELECT *, lag(producer_epoch) OVER w AS pe, lag(last_sequence) OVER w AS pls,
+                 list_contains([lag(struct_pack(e := producer_epoch, b := base_sequence, l := last_sequence), 2) OVER w,
+                                lag(struct_pack(e := producer_epoch, b := base_sequence, l := last_sequence), 3) OVER w,
+                                lag(struct_pack(e := producer_epoch, b := base_sequence, l := last_sequence), 4) OVER w,
+                                lag(struct_pack(e := producer_epoch, b := base_sequence, l := last_sequence), 5) OVER w],
+                               struct_pack(e := producer_epoch, b := base_sequence, l := last_sequence)) AS dup
+          FROM pb WHERE is_data AND base_sequence >= 0 AND topic != '__consumer_offsets'
+          WINDOW w AS (PARTITION BY {REPLICA_SQL}, producer_id ORDER BY base_offset))
+        WHERE pe IS NOT NULL AND (producer_epoch < pe OR (producer_epoch != pe AND base_sequence != 0)
+              OR (producer_epoch = pe AND base_sequence != CASE WHEN pls = 2147483647 THEN 0 ELSE pls + 1 END)
+              OR coalesce(dup, false))""",
+}
+# the audit's rules for the same checks (their findings' (topic, partition, producer id) keys)
+OUR_CHECKS = {"open transactions": "hanging-transaction", "LSO pins": "stuck-lso",
+              "sequence breaks": "out-of-order-sequence"}
+
+
+def duckdb_reference(tables: Path, threads: int) -> tuple[dict[str, set], float, float]:
+    """Run :data:`DUCKDB_CHECKS` in DuckDB (``threads`` threads, in this process): the keys each check
+    finds, the wall seconds and the CPU seconds (this process's user + system)."""
+    import duckdb
+
+    con = duckdb.connect(config={"threads": threads})
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    found: dict[str, set] = {}
+    for name, sql in DUCKDB_CHECKS.items():
+        sql = sql.replace("{batches}", str(tables / "batches"))
+        if name.startswith("_"):
+            con.execute(sql)
+        else:
+            found[name] = {tuple(r) for r in con.execute(sql).fetchall()}
+    wall = time.monotonic() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    con.close()
+    return found, wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def our_keys(findings: list[dict]) -> dict[str, set]:
+    """The (topic, partition, producer id) of our findings of each reference check's rule."""
+    return {check: {(f["topic"], f["partition"], f["producer_id"]) for f in findings if f["rule"] == rule}
+            for check, rule in OUR_CHECKS.items()}
+
+
+def report_reference(duck, findings, total: float, cpu: float, load) -> None:
+    """Print the DuckDB reference's runs, our audit against the faster one, and whether the two find the
+    same (topic, partition, producer id) keys for every check; exits 1 when they do not."""
+    found = duck[0][0]
+    ours = our_keys(findings)
+    best = min(duck, key=lambda d: d[1])
+    runs = ", ".join(f"{w:.2f} s wall / {c:.2f} CPU-s" for _, w, c in duck)
+    print(f"DuckDB {__import__('duckdb').__version__} reference (open transactions, LSO pins, sequence breaks; "
+          f"before and after ours): {runs}")
+    print(f"ours / DuckDB: wall {total / best[1]:.1f}x, CPU {cpu / best[2]:.1f}x "
+          f"(load average at the start of ours: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})")
+    agree = True
+    for check in DUCKDB_CHECKS:
+        if check.startswith("_"):
+            continue
+        same = found[check] == ours[check] and all(d[0][check] == found[check] for d in duck)
+        agree &= same
+        print(f"  {check:18s} DuckDB {len(found[check]):6d}  ours ({OUR_CHECKS[check]}) {len(ours[check]):6d}  "
+              f"keys {'agree' if same else 'DIFFER'}")
+        if not same:
+            print(f"    only DuckDB: {sorted(found[check] - ours[check])[:5]}  only ours: {sorted(ours[check] - found[check])[:5]}")
+    if not agree:
+        sys.exit(1)
+
+
 class RssSampler(threading.Thread):
     """Peak RSS (MiB) of this process's children (the JVM) while running."""
 
@@ -129,6 +239,7 @@ def main() -> None:
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--reuse", action="store_true", help="reuse tables generated by an earlier run")
     ap.add_argument("--generate-only", action="store_true", help="write the tables and stop (audit later with --reuse)")
+    ap.add_argument("--duckdb-threads", type=int, default=2, help="threads of the DuckDB reference (0: leave it out)")
     args = ap.parse_args()
 
     from auditor.engine.audit import audit
@@ -144,6 +255,10 @@ def main() -> None:
     if args.generate_only:
         print(f"generated {n:,} batches in {gen:.1f} s")
         return
+    duck = []  # the reference runs before and after ours, so both see the same machine
+    if args.duckdb_threads:
+        duck.append(duckdb_reference(out, args.duckdb_threads))
+    load = os.getloadavg()
     c0 = children_cpu_seconds()
     marks: list[tuple[str, float]] = []
     t0 = time.monotonic()
@@ -163,6 +278,9 @@ def main() -> None:
     from collections import Counter
 
     print("findings:", dict(Counter((f["rule"], f["severity"]) for f in res.findings)))
+    if duck:
+        duck.append(duckdb_reference(out, args.duckdb_threads))
+        report_reference(duck, res.findings, total, cpu, load)
     print(f"peak RSS: python driver {py_peak} MiB, JVM (driver+executors, local mode) {sampler.peak_jvm} MiB")
 
 

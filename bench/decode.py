@@ -55,6 +55,33 @@ def _one_batch(records: int, value_size: int) -> bytes:
     return bytes(b.build())
 
 
+CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # Kafka's codec ids (kafka-python's too)
+
+
+def compressed_batch(codec: int, records: int = 100, seed: int = 29) -> bytes:
+    """A v2 batch of ``records`` records as a producer writes them (kafka-python's builder, the
+    codec's own framing: xerial snappy, an LZ4 frame, ...): keys ``order-<n>``, JSON values of
+    ~150-250 bytes with varying fields (a realistic compression ratio, ~3-5x), and one
+    ``trace-id`` header per record."""
+    import random
+
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    rng = random.Random(seed)
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=4242,
+                                  producer_epoch=0, base_sequence=0, batch_size=1 << 26)
+    statuses = ["PAID", "SHIPPED", "PENDING", "CANCELLED", "REFUNDED"]
+    for i in range(records):
+        value = (f'{{"order_id": {rng.randrange(10**9)}, "customer": "c-{rng.randrange(10**6):06d}", '
+                 f'"amount": {rng.randrange(100000) / 100:.2f}, "currency": "EUR", "status": "{rng.choice(statuses)}", '
+                 f'"items": [' + ", ".join(f'{{"sku": "SKU-{rng.randrange(10**5)}", "qty": {rng.randrange(1, 9)}}}'
+                                           for _ in range(rng.randrange(1, 4))) + "]}")
+        trace = bytes(rng.randrange(256) for _ in range(16))
+        b.append(i, timestamp=1_700_000_000_000 + i * 3, key=b"order-%d" % rng.randrange(10**6), value=value.encode(),
+                 headers=[("trace-id", trace)])
+    return bytes(b.build())
+
+
 def write_segment(path: Path, batch: bytes, count: int) -> None:
     """``count`` copies of ``batch`` with base offsets 0, n, 2n, ... (n records each)."""
     import struct

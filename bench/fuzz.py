@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/fuzz.py [--seconds 60] [--per-target 0] [--memory-mib 1024] [--save DIR]
 
-Seeds are the files of ``sample_logs/`` and ``../shared/real_logs/`` (``$TXN_AUDIT_SHARED``) of
+Seeds are the files of ``sample_logs/`` and, when it is there, the external corpus ``../shared/real_logs/``
+(``$TXN_AUDIT_REAL_LOGS``, as for the tests) of
 every kind the planner decodes, at most 64 KiB each; a *target* is one kind (a data segment, a
 ``__transaction_state`` segment, a producer snapshot, a checkpoint, ...), and ``dump-native:*``
 the segments again through ``dump``'s compiled path (auditor/cli/_dumpv2.c), whose output and
@@ -50,7 +51,9 @@ def seeds(max_bytes: int = 64 << 10) -> dict[str, list[tuple[str, bytes]]]:
     from auditor.ingest.plan import make_plan
 
     roots = [ROOT / "sample_logs"]
-    shared = Path(os.environ.get("TXN_AUDIT_SHARED", ROOT.parent / "shared")) / "real_logs"
+    # the external corpus when it is there (optional; the same setting as tests/conftest.py)
+    real = os.environ.get("TXN_AUDIT_REAL_LOGS")
+    shared = Path(real) if real else Path(os.environ.get("TXN_AUDIT_SHARED", ROOT.parent / "shared")) / "real_logs"
     if shared.is_dir():
         roots.append(shared)
     out: dict[str, list[tuple[str, bytes]]] = {}
@@ -140,19 +143,25 @@ def run_native(path: Path, timeout: float) -> tuple[int, str | None]:
         for task in make_plan([str(path)], split_bytes=1 << 62).tasks:
             if task["kind"] != "segment":
                 continue
-            lines, want = [], []
-            for o in dump_run._objects(task, False):
-                if o["type"] == "problem":
-                    want.append(o)
-                else:
-                    lines.append((json.dumps(o, default=dump_run._json_default) + "\n").encode())
-            with open(path.with_suffix(".out"), "wb") as out:
-                got = list(dump_run._fast_items(task, False, out))
-            if got != want:
-                return problems, f"problems differ: {got[:2]} != {want[:2]}"
-            if path.with_suffix(".out").read_bytes() != b"".join(lines):
-                return problems, "lines differ"
-            problems += len(got)
+            for records in (False, True):  # --records: the extension's record walk (issue 29) too
+                lines, want = [], []
+                for o in dump_run._objects(task, records):
+                    if o["type"] == "problem":
+                        want.append(o)
+                    else:
+                        lines.append((json.dumps(o, default=dump_run._json_default) + "\n").encode())
+                got = []
+                with open(path.with_suffix(".out"), "wb") as out:
+                    for o in dump_run._fast_items(task, records, out):
+                        if o["type"] == "problem":
+                            got.append(o)
+                        else:
+                            out.write((json.dumps(o, default=dump_run._json_default) + "\n").encode())
+                if got != want:
+                    return problems, f"problems differ (records={records}): {got[:2]} != {want[:2]}"
+                if path.with_suffix(".out").read_bytes() != b"".join(lines):
+                    return problems, f"lines differ (records={records})"
+                problems += len(got)
         return problems, None
     except Hang as exc:
         return 0, f"hang: {exc}"

@@ -42,12 +42,14 @@ def child(dirs: list[str]) -> dict:
     import io
     import tempfile
 
-    from auditor.engine.ingest_job import ingest, small_plan
-    from auditor.engine.session import get_spark
+    from auditor.engine.ingest_job import ingest, small_plan, start_local_decode
+    from auditor.engine.session import embedded_local, get_spark
     from auditor.ingest.plan import make_plan
 
     plan = make_plan(dirs)  # as `scan` does: the input's size chooses the session's settings
     t_inputs = time.monotonic() - t_start
+    # as `scan` does: a small local input decoded by processes of its own while the JVM starts
+    decoded = start_local_decode(plan) if embedded_local() and not os.environ.get("BENCH_SPARK_DECODE") else None
     spark = get_spark(small_input=small_plan(plan), delta=False)  # as `scan` starts it: Parquet tables only
     sc = spark.sparkContext
     t_session = time.monotonic() - t_start - t_inputs
@@ -56,13 +58,16 @@ def child(dirs: list[str]) -> dict:
     jobs: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:
         sc.setJobGroup("ingest", "ingest")
-        res_in = ingest(spark, dirs, f"{tmp}/tables", plan=plan)
+        res_in = ingest(spark, dirs, f"{tmp}/tables", plan=plan, decoded=decoded)
         def progress(stage: str, i: int, n: int) -> None:
             if stage == "report data":  # the plots' job
                 sc.setJobGroup("report", "report")
 
         sc.setJobGroup("audit", "audit")
-        res = audit(spark, f"{tmp}/tables", report=True, progress=progress)
+        from auditor.engine.py4jcache import deferred_releases
+
+        with deferred_releases(sc):  # as `scan` runs it
+            res = audit(spark, f"{tmp}/tables", report=True, progress=progress)
         t0 = time.monotonic()
         from auditor.report import from_audit
         from auditor.report.render_json import render_json
@@ -71,6 +76,11 @@ def child(dirs: list[str]) -> dict:
         buf = io.StringIO()
         buf.write(render_json(report))
         t_render = time.monotonic() - t0
+    jvm_cpu = _cpu_of(int(sc._jvm.java.lang.ProcessHandle.current().pid()))
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # the local decode's processes
     st = sc.statusTracker()
     for g in ("ingest", "audit", "report"):
         jobs[g] = len(st.getJobIdsForGroup(g))
@@ -81,13 +91,43 @@ def child(dirs: list[str]) -> dict:
         "run": ph.get("run", 0.0), "report": ph.get("report", 0.0), "render": t_render,
         "process": time.monotonic() - t_start, "jobs": jobs, "findings": len(res.findings),
         "batches": res_in.table_rows.get("batches", 0), "files": len(res_in.files),
+        "cpu_jvm": jvm_cpu, "cpu_python": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime,
     }
+
+
+def _cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux ``PR_SET_CHILD_SUBREAPER``):
+    the driver JVM and Spark's Python workers outlive the ``txn-audit`` process that started them
+    by a moment, and only a process that waits for them gets their CPU time in its
+    ``RUSAGE_CHILDREN``."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _reap() -> None:
+    """Wait for every descendant left (see :func:`_subreaper`)."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
 
 
 def run_child(dirs: list[str]) -> dict:
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, __file__, "--child", *dirs], capture_output=True, text=True, cwd=ROOT)
     wall = time.monotonic() - t0
+    _reap()  # its driver JVM, before the next run's CPU is counted
     if out.returncode != 0:
         raise SystemExit(f"child failed:\n{out.stderr[-3000:]}")
     data = json.loads(out.stdout.strip().splitlines()[-1])
@@ -95,18 +135,39 @@ def run_child(dirs: list[str]) -> dict:
     return data
 
 
-def run_cli(dirs: list[str], code: Path | None = None) -> float:
-    """Wall time of a whole ``txn-audit scan`` process; ``code``: another checkout's package."""
+def run_cli(dirs: list[str], code: Path | None = None) -> tuple[float, float]:
+    """Wall time and CPU seconds (the process, its driver JVM and every other descendant) of a
+    whole first ``txn-audit scan`` of ``dirs`` (no tables kept from an earlier scan: a fresh
+    ``TXN_AUDIT_TABLES_HOME``); ``code``: another checkout's package."""
+    import resource
+    import shutil
+    import tempfile
+
     env = dict(os.environ)
     if code is not None:
         env["PYTHONPATH"] = str(code)
+    home = tempfile.mkdtemp(prefix="bench-scan-tables-")
+    env["TXN_AUDIT_TABLES_HOME"] = home
     cmd = [sys.executable, "-c", "from auditor.cli.main import main; main()", "scan", *dirs, "--format", "json", "-q"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=code or ROOT, env=env)
-    wall = time.monotonic() - t0
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=code or ROOT, env=env)
+        wall = time.monotonic() - t0
+        _reap()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode not in (0, 1):
         raise SystemExit(f"txn-audit scan failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return wall
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return wall, cpu
+
+
+def _runs(xs: list[tuple[float, float]]) -> str:
+    walls = sorted(w for w, _ in xs)
+    return (f"{walls[0]:.2f} s best, {walls[len(walls) // 2]:.2f} median of {len(xs)} "
+            f"(wall s / CPU s: {', '.join(f'{w:.2f}/{c:.1f}' for w, c in xs)})")
 
 
 def main() -> None:
@@ -115,38 +176,48 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--cases", default="one,all")
     ap.add_argument("--capture", default="hanging-late-write")
+    ap.add_argument("--no-phases", action="store_true", help="time the whole CLI processes only")
     ap.add_argument("--baseline", type=Path, default=None,
                     help="a checkout of another version (git worktree add DIR COMMIT): its `scan` is timed alternately")
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(a.child)))
         return
+    reaping = _subreaper()
     cases = {"one": [str(SAMPLES / a.capture)], "all": sorted(str(p) for p in SAMPLES.iterdir() if p.is_dir())}
     print(f"load average before: {os.getloadavg()[0]:.2f} (2 cores: read ratios more than absolute times when busy)")
+    if not reaping:
+        print("(no PR_SET_CHILD_SUBREAPER here: the CPU seconds miss the driver JVM's)")
     for name in a.cases.split(","):
         dirs = cases[name]
         best: dict | None = None
-        cli: list[float] = []
-        base: list[float] = []
+        cli: list[tuple[float, float]] = []
+        base: list[tuple[float, float]] = []
         for _ in range(a.repeat):
-            d = run_child(dirs)
-            if best is None or d["process"] < best["process"]:
-                best = d
+            if not a.no_phases:
+                d = run_child(dirs)
+                if best is None or d["process"] < best["process"]:
+                    best = d
             cli.append(run_cli(dirs))
             if a.baseline:
                 base.append(run_cli(dirs, a.baseline.resolve()))
-        assert best is not None
         label = a.capture if name == "one" else f"all {len(dirs)} sample_logs dirs"
-        print(f"\n{label}: {best['files']} files, {best['batches']} batches, {best['findings']} findings")
-        print("  " + "  ".join(f"{p:>7}" for p in PHASES) + "  process  | txn-audit scan (whole CLI process)")
-        print("  " + "  ".join(f"{best[p]:7.2f}" for p in PHASES) + f"  {best['process']:7.2f}  | "
-              f"{min(cli):.2f} s (best of {len(cli)}; all: {', '.join(f'{c:.2f}' for c in cli)})")
-        j = best["jobs"]
-        print(f"  Spark jobs: ingest {j['ingest']}, rules {j['audit']}, report {j['report']}; "
-              f"total {sum(j.values())}")
+        if best is not None:
+            print(f"\n{label}: {best['files']} files, {best['batches']} batches, {best['findings']} findings")
+            print("  " + "  ".join(f"{p:>7}" for p in PHASES) + "  process   CPU s (JVM + Python)")
+            print("  " + "  ".join(f"{best[p]:7.2f}" for p in PHASES) + f"  {best['process']:7.2f}   "
+                  f"{best['cpu_jvm']:.1f} + {best['cpu_python']:.1f}")
+            j = best["jobs"]
+            print(f"  Spark jobs: ingest {j['ingest']}, rules {j['audit']}, report {j['report']}; "
+                  f"total {sum(j.values())}")
+        else:
+            print(f"\n{label}:")
+        print(f"  txn-audit scan (whole CLI process, first scan of the input): {_runs(cli)}")
         if base:
-            print(f"  baseline {a.baseline}: txn-audit scan {min(base):.2f} s (best of {len(base)}; all: "
-                  f"{', '.join(f'{c:.2f}' for c in base)}); this version / baseline: {min(cli) / min(base):.2f}")
+            print(f"  baseline {a.baseline}: {_runs(base)}")
+            mw = sorted(w for w, _ in cli)[len(cli) // 2] / sorted(w for w, _ in base)[len(base) // 2]
+            mc = sorted(c for _, c in cli)[len(cli) // 2] / sorted(c for _, c in base)[len(base) // 2]
+            print(f"  this version / baseline, medians: wall {mw:.2f}, CPU {mc:.2f}")
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
 
 

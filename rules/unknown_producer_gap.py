@@ -29,6 +29,19 @@ partition directory with its log dir's ``log-start-offset-checkpoint`` shows
   remote segment and a replica rebuilding from remote storage loads it
   (``buildProducerSnapshotFile``), and local retention of a tiered log keeps
   producer state like any retention (KIP-360). Info: neither retention nor loss.
+* ``earlier-batches-tiered`` — tiered storage the input shows without
+  ``__remote_log_metadata`` (a broker hosting no replica of it, or a partition
+  directory alone): the replica's own checkpoints place its log start below its
+  first local segment. Kafka writes that only for a remote-enabled log: local
+  deletion of a tiered log moves the *local* log start and leaves the
+  leader-epoch cache as it was (``UnifiedLog.deleteSegments`` ->
+  ``maybeIncrementLocalLogStartOffset``), any other deletion moves the log start
+  and truncates the cache to it (``maybeIncrementLogStartOffset`` ->
+  ``LeaderEpochFileCache.truncateFromStartAsyncFlush``), and
+  ``LogManager.checkpointLogStartOffsetsInDir`` checkpoints a log start below the
+  first segment only for a remote-enabled log (Kafka 4.3.1). The offsets between
+  are in remote storage, not lost: info, neither retention nor loss. (On a running
+  broker the cache file is flushed asynchronously and may briefly lag a deletion.)
 
 On compacted topics the cleaner removes a producer's earlier batches by design
 and keeps its last one (so the broker keeps its state): not reported there.
@@ -55,6 +68,7 @@ from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
 from auditor.model.producer_state.spark import snapshot_remembers
+from auditor.model.remote import lineage_starts
 from rules._common import COMPACTED
 
 EVIDENCE = (
@@ -65,7 +79,9 @@ EVIDENCE = (
                                            "its log dir's log-start-offset-checkpoint given)"),
     Evidence("earlier_segments_not_given", "int", "segments of the directory before the first given one, left out"),
     Evidence("undetermined_reason", "string", "what the input lacks (undetermined only)"),
-    Evidence("remote_log_start_offset", "bigint", "tiered storage: the first offset of the readable remote segments"),
+    Evidence("remote_log_start_offset", "bigint", "tiered storage: the first offset of the readable remote segments "
+                                                  "(earlier-batches-tiered: the log start the replica's checkpoints "
+                                                  "place below its local log)"),
     Evidence("remote_segments", "int", "tiered storage: readable remote segments of the partition"),
     COMPACTED,
 )
@@ -96,6 +112,12 @@ KINDS = {
                                    "which was not given, and may hold its earlier batches",
                                    advice="scan with --remote-store pointing at the remote storage's copy to replay the "
                                           "whole log"),
+    "earlier-batches-tiered": Kind("info", _WHERE + "the replica's checkpoints place its log start at offset "
+                                   "{remote_log_start_offset}, below its local log ({first_batch_offset}), which Kafka "
+                                   "writes only for a tiered (remote-enabled) log: the offsets between are in remote "
+                                   "storage, which was not given, and may hold its earlier batches",
+                                   advice="scan the whole log dir of a broker hosting __remote_log_metadata and pass the "
+                                          "remote store with --remote-store to replay the whole log"),
 }
 
 
@@ -106,8 +128,13 @@ def run(ctx):
     first = ctx.sequence_breaks.where("prev_data_epoch IS NULL AND base_sequence > 0 AND topic != '__consumer_offsets'")
     part = ctx.partitions.select(*REPLICA, "log_start_offset", "first_batch_offset", "is_compacted", "log_start_known",
                                  "earlier_segments_not_given", "remote_not_given", "remote_log_start_offset",
-                                 "remote_segments")
+                                 "remote_segments", "checkpoint_log_start_offset", "local_first_segment_base_offset")
     first = first.join(part, REPLICA, "left")
+    # a tiered log the replica's own checkpoints show (auditor.model.remote.lineage_starts)
+    if ctx.has_rows("leader_epochs"):
+        first = first.join(lineage_starts(ctx.table("leader_epochs"), REPLICA), REPLICA, "left")
+    else:
+        first = first.withColumn("epoch_lineage_start_offset", F.lit(None).cast("long"))
     # the broker still has state for the producer if a snapshot remembers it, unexpired, with the
     # sequence this batch continues (auditor.model.producer_state): retention alone does not drop state
     first = first.join(F.broadcast(ctx.producer_id_expiration), ["cluster_id", "broker_id"], "left")
@@ -125,8 +152,16 @@ def run(ctx):
     # log provably starts above 0
     compacted = F.coalesce(F.col("is_compacted"), F.lit(False))
     first = first.where(~(compacted & ~(known & (F.col("log_start_offset") > 0))))
+    # no __remote_log_metadata about the partition in the input, but its checkpoints start below its local log
+    # (the checkpointed log start as written, before LogLoader raises it to the first segment of a log it
+    # does not know is remote-enabled; compared with the first local segment)
+    tiered_start = F.when(F.col("remote_log_start_offset").isNull(), F.least(
+        F.when(known, F.col("checkpoint_log_start_offset")), F.col("epoch_lineage_start_offset")))
+    local_start = F.coalesce(F.col("local_first_segment_base_offset"), F.col("first_batch_offset"))
+    tiered = F.coalesce(tiered_start < local_start, F.lit(False))
     kind = (F.when(F.col("earlier_segments_not_given") > 0, F.lit("earlier-segments-not-given"))
             .when(F.coalesce(F.col("remote_not_given"), F.lit(False)), F.lit("earlier-batches-remote"))
+            .when(tiered, F.lit("earlier-batches-tiered"))
             .when(~known | remembered_if, F.lit("undetermined"))
             .when(F.col("log_start_offset") > 0, F.lit("retention")).otherwise(F.lit("unexplained")))
     return first.select(
@@ -138,7 +173,8 @@ def run(ctx):
                  first_batch_offset=F.col("first_batch_offset"), compacted=F.col("is_compacted"),
                  log_start_known=known,
                  earlier_segments_not_given=F.col("earlier_segments_not_given"),
-                 remote_log_start_offset=F.col("remote_log_start_offset"), remote_segments=F.col("remote_segments"),
+                 remote_log_start_offset=F.when(kind == "earlier-batches-tiered", tiered_start)
+                 .otherwise(F.col("remote_log_start_offset")), remote_segments=F.col("remote_segments"),
                  undetermined_reason=F.when(kind != "undetermined", F.lit(None).cast("string")).when(
                      remembered_if, F.lit("a producer snapshot remembers it unless its entry had expired, and the "
                                           "cluster's metadata log (producer.id.expiration.ms) was not given"))

@@ -73,7 +73,7 @@ def carr_i32(xs: list[int]) -> bytes:
 
 # ---------------------------------------------------------------- __transaction_state
 def txn_log_key_v0(transactional_id: str) -> bytes:
-    """TransactionLogKey v0 behind its int16 version prefix (kafka-facts §4)."""
+    """TransactionLogKey v0 behind its int16 version prefix (docs/on-disk-format.md §4)."""
     return struct.pack(">h", 0) + s16(transactional_id)
 
 

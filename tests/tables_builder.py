@@ -42,10 +42,11 @@ class TableSet:
     # -- batches -------------------------------------------------------------
     def batch(self, topic: str, partition: int, base_offset: int, count: int = 1, *, producer_id: int = -1,
               producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False, ts: int | None = None,
-              broker_id: int | None = None, records: int | None = None, crc: int = 0) -> "TableSet":
+              broker_id: int | None = None, records: int | None = None, crc: int = 0,
+              segment_base_offset: int = 0) -> "TableSet":
         last_seq = -1 if base_sequence < 0 else (base_sequence + count - 1) % (2**31)
         self.rows["batches"].append({
-            **self._ctx(topic, partition, broker_id), "segment_base_offset": 0, "source": "segment",
+            **self._ctx(topic, partition, broker_id), "segment_base_offset": segment_base_offset, "source": "segment",
             "position": base_offset * 100, "size": 100, "base_offset": base_offset, "last_offset": base_offset + count - 1,
             "last_offset_delta": count - 1, "partition_leader_epoch": 0, "magic": 2, "crc": crc, "crc_valid": True,
             "attributes": 0x10 if transactional else 0, "compression": "none", "timestamp_type": "CreateTime",
@@ -217,6 +218,12 @@ class TableSet:
             "event_timestamp_ms": max_timestamp_ms, "segment_size_in_bytes": size, "state": state,
             "state_id": state_id, "txn_index_empty": False})
         return self
+
+    def leader_epoch(self, topic: str, partition: int, leader_epoch: int, start_offset: int,
+                     broker_id: int | None = None) -> "TableSet":
+        """An entry of the replica's leader-epoch-checkpoint."""
+        return self.add("leader_epochs", topic, partition, broker_id=broker_id, leader_epoch=leader_epoch,
+                        start_offset=start_offset)
 
     def add(self, table: str, topic: str | None = None, partition: int | None = None, **cols) -> "TableSet":
         """Any other table: context + the given columns."""

@@ -4,7 +4,8 @@ Ground truth comes from:
 * kafka-python 3.0.12's own encoder (DefaultRecordBatchBuilder, LegacyRecordBatchBuilder) and
   its own reader (MemoryRecords / DefaultRecordBatch / LegacyRecordBatch) over the same bytes;
 * bytes assembled here with struct.pack (bad lengths, magic 7, patched attributes);
-* real files under /work/shared/real_logs, with the batch counts SOURCES.md states.
+* real files of the external corpus (tests/conftest.py REAL_LOGS; tests marked real_logs), with
+  the batch counts SOURCES.md states.
 """
 
 from __future__ import annotations
@@ -288,6 +289,7 @@ def test_record_iteration_of_an_uncompressed_legacy_entry_is_the_entry() -> None
 
 
 # --------------------------------------------------------------------------- real fixtures
+@pytest.mark.real_logs
 def test_kafka_python_fixture_v2() -> None:
     """record_batch_data_v2: 4 v2 batches from a Kafka 0.11 broker (SOURCES.md), pid -1."""
     raw = (KP_FIXTURES / "record_batch_data_v2.bin").read_bytes()
@@ -305,6 +307,7 @@ def test_kafka_python_fixture_v2() -> None:
     assert sum(1 for h in got for r in iter_records(h, raw[h.payload_position: h.position + h.size]) if r.headers) == 1
 
 
+@pytest.mark.real_logs
 @pytest.mark.parametrize("name,magic", [("record_batch_data_v1.bin", 1), ("record_batch_data_v0.bin", 0)])
 def test_kafka_python_fixture_legacy(name: str, magic: int) -> None:
     raw = (KP_FIXTURES / name).read_bytes()
@@ -317,6 +320,7 @@ def test_kafka_python_fixture_legacy(name: str, magic: int) -> None:
     assert sum(h.size for h in got) == len(raw)
 
 
+@pytest.mark.real_logs
 def test_kafka_python_fixture_control_batch() -> None:
     """control_batch_data_v2: one ABORT control batch (attributes 0x20). Its CRC does not match
     (kafka-python's own validate_crc says so too): hand-made, not from a broker."""
@@ -351,6 +355,7 @@ def fetch_record_set(raw: bytes) -> bytes:
     return raw[pos + 4:]
 
 
+@pytest.mark.real_logs
 @pytest.mark.parametrize("path", sorted(KAFKA_GO.glob("*.bin")), ids=lambda p: p.stem)
 def test_kafka_go_fetch_responses(path: Path) -> None:
     rs = fetch_record_set(path.read_bytes())
@@ -513,6 +518,7 @@ def sweep(path: Path) -> tuple[list[BatchHeader], list[LogProblem], int]:
     return headers, problems, records
 
 
+@pytest.mark.real_logs
 def test_real_log_sweep_has_no_problems() -> None:
     files = real_segment_files()
     assert len(files) > 1000
@@ -532,6 +538,7 @@ def _summary(rel: str) -> tuple[list[BatchHeader], Counter]:
     return headers, Counter(h.compression for h in headers)
 
 
+@pytest.mark.real_logs
 def test_real_counts_from_sources_md() -> None:
     h, codecs = _summary("hermag__kafkademo/kafka/data/test-0/00000000000000000000.log")
     assert len(h) == 529 and codecs == {"lz4": 529} and {b.producer_id for b in h} == {-1}
@@ -575,6 +582,7 @@ def test_real_counts_from_sources_md() -> None:
         assert len(h) == count == len({b.producer_id for b in h})
 
 
+@pytest.mark.real_logs
 def test_real_kraft_snapshots_have_three_batches() -> None:
     snaps = sorted((REAL_LOGS / "ronem123__rupia-transaction-service").rglob("*.checkpoint"))
     assert len(snaps) >= 125
@@ -584,6 +592,7 @@ def test_real_kraft_snapshots_have_three_batches() -> None:
         assert [b.is_control for b in h] == [True, False, True], p
 
 
+@pytest.mark.real_logs
 def test_real_commit_markers() -> None:
     path = REAL_LOGS / "ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions/kafka-data/_confluent-ksql-default__command_topic-0/00000000000000000000.log"
     raw = path.read_bytes()

@@ -3,7 +3,7 @@
 Ground truth: broker ids, versions and cluster ids stated in real_logs/SOURCES.md,
 a naive line count of each real checkpoint file done here in the test, Kafka's
 well-known metadata topic id (Uuid 0/1 = AAAAAAAAAAAAAAAAAAAAAQ), and
-malformed files written by hand following kafka-facts §7.
+malformed files written by hand following docs/on-disk-format.md §7.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ def _naive_count(data: bytes) -> int:
     return int(lines[1]) if len(lines) > 1 else 0
 
 
+@pytest.mark.real_logs
 def test_every_real_offset_checkpoint():
     total = 0
     files = 0
@@ -76,6 +77,7 @@ def test_every_real_offset_checkpoint():
     assert total > 2000
 
 
+@pytest.mark.real_logs
 def test_daniel_recovery_point_for_empty_transaction_state():
     # SOURCES.md: "recovery-point-offset-checkpoint says __transaction_state 44 0"
     data = (DANIEL / "kafka_data" / "recovery-point-offset-checkpoint").read_bytes()
@@ -84,6 +86,7 @@ def test_daniel_recovery_point_for_empty_transaction_state():
     assert len(hit) == 1 and hit[0]["offset"] == 0
 
 
+@pytest.mark.real_logs
 def test_every_real_leader_epoch_checkpoint():
     files = list(REAL_LOGS.rglob("leader-epoch-checkpoint"))
     assert len(files) == 1142
@@ -99,6 +102,7 @@ def test_every_real_leader_epoch_checkpoint():
     assert total > 1000
 
 
+@pytest.mark.real_logs
 def test_jeong_rae_leader_epochs():
     p = REAL_LOGS / "Jeong-Rae__KafkaDemo" / "kraft-combined-logs" / "__cluster_metadata-0" / "leader-epoch-checkpoint"
     rows = read_leader_epoch_checkpoint(p.read_bytes())
@@ -117,6 +121,7 @@ EXPECTED_META = {
 }
 
 
+@pytest.mark.real_logs
 def test_every_real_meta_properties():
     files = list(REAL_LOGS.rglob("meta.properties"))
     assert len(files) == 20
@@ -148,6 +153,7 @@ def test_every_real_meta_properties():
     assert jy["version"] == 1 and jy["node_id"] == 1 and "\r" not in jy["cluster_id"]
 
 
+@pytest.mark.real_logs
 def test_every_real_partition_metadata():
     files = list(REAL_LOGS.rglob("partition.metadata"))
     assert len(files) == 1032
@@ -158,6 +164,7 @@ def test_every_real_partition_metadata():
             assert meta["topic_id"] == "AAAAAAAAAAAAAAAAAAAAAQ"  # Kafka's METADATA_TOPIC_ID
 
 
+@pytest.mark.real_logs
 def test_real_quorum_state_and_clean_shutdown():
     qs = list(REAL_LOGS.rglob("quorum-state"))
     assert len(qs) == 9

@@ -282,6 +282,7 @@ def test_bad_keys():
 REAL_FILES = sorted(Path(p) for p in glob.glob(str(REAL_LOGS / "**" / "__consumer_offsets-*" / "*.log"), recursive=True))
 
 
+@pytest.mark.real_logs
 def test_real_consumer_offsets_all_decode():
     files = [p for p in REAL_FILES if p.stat().st_size > 0]
     assert len(files) >= 38
@@ -321,6 +322,7 @@ def test_real_consumer_offsets_all_decode():
     assert {"__consumer_offsets-25", "__consumer_offsets-45"} <= multi_segment
 
 
+@pytest.mark.real_logs
 def test_real_dschne27_partition_47():
     path = REAL_LOGS / "dschne27__kafka-streams" / "broker" / "data" / "__consumer_offsets-47" / "00000000000000000000.log"
     n = 0
@@ -334,6 +336,7 @@ def test_real_dschne27_partition_47():
     assert n > 0
 
 
+@pytest.mark.real_logs
 def test_real_v4_offset_commit_ronem123():
     """The only flexible (v4) value in the corpus: a KRaft broker from 2026."""
     d = REAL_LOGS / "ronem123__rupia-transaction-service" / "kafka-logs" / "__consumer_offsets-44"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from builders import data_batch, marker
@@ -19,6 +20,7 @@ def _jsonl(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+@pytest.mark.real_logs
 def test_dump_batches_with_kafka_field_names():
     res = CliRunner().invoke(cli, ["dump", str(CMD)])
     assert res.exit_code == 0, res.output
@@ -36,6 +38,7 @@ def test_dump_batches_with_kafka_field_names():
     assert objs[-1]["position"] + objs[-1]["size"] == CMD.stat().st_size
 
 
+@pytest.mark.real_logs
 def test_dump_records_decodes_transaction_log():
     res = CliRunner().invoke(cli, ["dump", "--records", str(TXN)])
     assert res.exit_code == 0, res.output
@@ -61,6 +64,7 @@ def test_dump_records_of_a_data_topic(tmp_path):
     assert (m["control_type"], m["coordinator_epoch"], m["producer_epoch"]) == ("ABORT", 6, 2)
 
 
+@pytest.mark.real_logs
 def test_dump_reports_bad_input_on_stderr_and_goes_on(tmp_path):
     d = tmp_path / "orders-0"
     d.mkdir()
@@ -77,12 +81,14 @@ def test_dump_reports_bad_input_on_stderr_and_goes_on(tmp_path):
     assert len(objs) == 1 + 18  # the good batch of the cut file, and every batch of the healthy file
 
 
+@pytest.mark.real_logs
 def test_dump_table_format():
     res = CliRunner().invoke(cli, ["dump", "--format", "table", str(CMD)])
     assert res.exit_code == 0
     assert res.stdout.count("COMMIT") == 9
 
 
+@pytest.mark.real_logs
 def test_plain_dump_argv_runs_without_click_and_others_go_to_click(tmp_path):
     from auditor.cli.main import _plain_dump
 
@@ -95,6 +101,7 @@ def test_plain_dump_argv_runs_without_click_and_others_go_to_click(tmp_path):
         assert _plain_dump(args) is None, args
 
 
+@pytest.mark.real_logs
 def test_plain_dump_writes_what_the_click_command_writes(tmp_path):
     """Whole processes: ``dump FILE...`` (click-free) and ``dump --format jsonl FILE...`` (click)
     write the same bytes, the same problems and the same exit status, records or not."""

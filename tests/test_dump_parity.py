@@ -1,7 +1,8 @@
 """Differential test: our decoders against Kafka's own DumpLogSegments on the same files.
 
 Every segment, KRaft snapshot, producer snapshot, index and transaction index
-in ``sample_logs/`` and ``../shared/real_logs/`` is dumped by Kafka's tool
+in ``sample_logs/`` and the external corpus of real files (``tests/conftest.py`` REAL_LOGS;
+without it, ``sample_logs/`` alone) is dumped by Kafka's tool
 (from the jars the project resolves from Maven Central) and compared field by
 field with what our table decoders produce for the same file. Agreement must
 be 100%; each known difference in how the two *print* a value is handled below
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROJECT, REAL_LOGS, SAMPLE_LOGS
+from conftest import HAVE_REAL_LOGS, PROJECT, REAL_LOGS, SAMPLE_LOGS
 from dumptool import parse, run_dump
 from auditor.formats.batch import is_zero_range
 from auditor.formats.metadata import _SCHEMAS as SCHEMAS
@@ -51,8 +52,10 @@ LEGACY_WRAPPERS: dict[str, set[tuple[int, str]]] = defaultdict(set)
 #: the sample captures 4.4.0's tool also reads, besides those a 4.4.0 broker wrote (see the module doc)
 SUBSET_4_4 = ("clean", "fencing-tv2", "legacy-message-formats", "compacted-transactions", "compacted-cleaner-lag",
               "many-producers", "open-at-crash", "consumer-offsets-hanging", "hanging-late-write")
-#: the smallest corpus each version must cover (so a lost directory fails instead of shrinking the test)
-MINIMA = {NEWEST: {"segments": 80, "offsets": 10, "metadata": 150},
+#: the smallest corpus each version must cover (so a lost directory fails instead of shrinking the test);
+#: 4.3.1's covers the external corpus when it is there, else sample_logs/ alone
+MINIMA = {NEWEST: {"segments": 80, "offsets": 10, "metadata": 150} if HAVE_REAL_LOGS
+          else {"segments": 150, "offsets": 5, "metadata": 30},
           KAFKA_4_4: {"segments": 40, "offsets": 3, "metadata": 15}}
 #: a file name the tool can parse: ``<20-digit offset>.<ext>`` or a KRaft snapshot ``<offset>-<epoch>.checkpoint``
 _TOOL_NAME = re.compile(r"^\d{20}(-\d{10})?\.")
@@ -97,15 +100,17 @@ def _version_captures(version: str) -> list[Path]:
 def corpus(request, tmp_path_factory) -> tuple[str, list[dict]]:
     version = request.param
     if version == NEWEST:
-        roots = [SAMPLE_LOGS, REAL_LOGS]
-        # kafka-python's legacy (v0/v1) fixtures: the dump tool only reads *.log names
-        legacy = tmp_path_factory.mktemp("legacy")
-        for name in ("record_batch_data_v0", "record_batch_data_v1", "record_batch_data_v2", "control_batch_data_v2"):
-            d = legacy / f"{name.replace('_', '')}-0"
-            d.mkdir()
-            shutil.copy(REAL_LOGS / "dpkp__kafka-python/extracted/test/record/test_records.py" / f"{name}.bin",
-                        d / "00000000000000000000.log")
-        roots.append(legacy)
+        roots = [SAMPLE_LOGS]
+        if HAVE_REAL_LOGS:
+            roots.append(REAL_LOGS)
+            # kafka-python's legacy (v0/v1) fixtures: the dump tool only reads *.log names
+            legacy = tmp_path_factory.mktemp("legacy")
+            for name in ("record_batch_data_v0", "record_batch_data_v1", "record_batch_data_v2", "control_batch_data_v2"):
+                d = legacy / f"{name.replace('_', '')}-0"
+                d.mkdir()
+                shutil.copy(REAL_LOGS / "dpkp__kafka-python/extracted/test/record/test_records.py" / f"{name}.bin",
+                            d / "00000000000000000000.log")
+            roots.append(legacy)
     else:
         own = _version_captures(version)
         assert SAMPLE_LOGS / "kafka-4.4" in own, own
@@ -392,7 +397,8 @@ def test_zz_print_parity_figures(dumped):
     version = dumped[0]
     counts = COUNTS[version]
     if version == NEWEST:
-        assert counts["batches"] > 100_000 and counts["records"] > 100_000
+        least = 100_000 if HAVE_REAL_LOGS else 1_000  # sample_logs/ alone: 4,118 batches, 1,590 records
+        assert counts["batches"] > least and counts["records"] > least
     else:
         assert counts["batches"] > 1_000 and counts["records"] > 300
         # the metadata log's 10 MiB .index/.timeindex a 4.4.0 clean stop leaves untrimmed (sample_logs/kafka-4.4)

@@ -177,6 +177,79 @@ def test_metadata_records_equal_the_segments(tmp_path, version):
                     assert got[key][name] == value, (table, key, name)
 
 
+OFFSETS_SEGMENTS = [p for p in SEGMENTS if p.parent.name.startswith("__consumer_offsets-")]
+# what --offsets-decoder prints of an offset commit: 2.8/3.x (GroupMetadataManager.formatRecordKeyAndValue)
+# the group, partition, offset and non-empty metadata; 4.x (CoordinatorRecordMessageParser) the whole
+# generated key and value
+OFFSETS_FIELDS_V3 = ("record_type", "group_id", "topic", "partition", "is_tombstone", "committed_offset",
+                     "committed_metadata", "offset", "timestamp", "batch_position", "batch_producer_id",
+                     "batch_producer_epoch", "batch_is_transactional")
+
+
+@pytest.mark.parametrize("version", ["4.4.0", "4.3.1", "3.5.2", "2.8.2"])
+def test_offset_commits_equal_the_segments(tmp_path, version):
+    """``--offsets-decoder`` output of every ``__consumer_offsets`` segment of sample_logs: the
+    offset commits read from the text equal those read from the segments, field by field where the
+    version prints the field; other record kinds give no offset-commit row."""
+    # 2.8/3.x tools read the value versions of their time (value v4, 4.x's flexible one, throws): the
+    # captures those versions wrote
+    files = [p for p in OFFSETS_SEGMENTS if version.startswith("4.") or not _kafka_version(p.parts[-4]).startswith("4.")]
+    text = _dump(version, ("--offsets-decoder",), files, tmp_path / "offsets.txt")
+    want = _rows([str(p) for p in files], "offset_commits")
+    got = _rows([str(text)], "offset_commits")
+    assert len(want) >= (10 if version.startswith("4.") else 3) and set(got) == set(want)
+    fields = None if version.startswith("4.") else OFFSETS_FIELDS_V3
+    for key, w in want.items():
+        for name, value in w.items():
+            if name in ("file", "log_dir", "cluster_id", "broker_id") or name.startswith("log_"):
+                continue  # where the row comes from (the text carries no broker id: -1)
+            if fields is not None and name not in fields:
+                assert got[key][name] is None, (key, name)  # not printed: null, never a guess
+                continue
+            if name == "unknown_tags_json":  # the text names a newer field (4.4's topicId), the segment its tag
+                assert (got[key][name] is None) == (value is None), (version, key)
+                continue
+            assert got[key][name] == value, (version, key, name)
+    assert any(r["batch_is_transactional"] for r in got.values())  # transactional commits keep their producer
+
+
+SNAPSHOTS = sorted(p.resolve() for p in SAMPLE_LOGS.glob("*/*/__cluster_metadata-0/*.checkpoint"))
+
+
+@pytest.mark.parametrize("version", ["4.4.0", "4.3.1"])
+def test_kraft_snapshots_equal_the_snapshot_files(tmp_path, version):
+    """KRaft ``.checkpoint`` snapshots dumped with ``--cluster-metadata-decoder`` (``Snapshot end
+    offset: N, epoch: E``, then the snapshot's batches and records) give the rows the binary
+    snapshot gives: metadata_records with source ``snapshot`` and the end offset, producer-id
+    blocks, and batch rows with source ``kraft-snapshot``. (sample_logs holds no snapshot a 3.x
+    controller wrote; 3.5.2's tool prints the same header line, ``DumpLogSegments.dumpLog``; 2.8.2's
+    tool does not know ``.checkpoint`` files.)"""
+    import json
+
+    files = SNAPSHOTS
+    assert len(files) >= 4, "expected the KRaft snapshots of several captures"
+    text = _dump(version, ("--cluster-metadata-decoder",), files, tmp_path / "snapshots.txt")
+    plan = make_plan([str(text)])
+    assert {f.kind for f in plan.files} == {dumplog.TEXT_KIND, dumplog.SNAPSHOT_KIND}
+    for table in ("metadata_records", "producer_id_blocks", "batches"):
+        want = _rows([str(p) for p in files], table)
+        got = _rows([str(text)], table)
+        assert want and set(got) == set(want), table
+        for key, w in want.items():
+            for name, value in w.items():
+                if name in ("file", "log_dir", "cluster_id", "frame_version") or name.startswith("log_"):
+                    continue
+                if table == "batches" and name not in (*BATCH_FIELDS, *V2_FIELDS, *V3_FIELDS):
+                    continue  # what a batch line does not print (first timestamp, ...)
+                if name == "data_json":
+                    assert json.loads(got[key][name]) == json.loads(value), (key, name)
+                else:
+                    assert got[key][name] == value, (table, key, name)
+        if table == "metadata_records":
+            assert {r["source"] for r in got.values()} == {"snapshot"}
+            assert all(r["snapshot_end_offset"] == int(Path(k[0]).name[:20]) for k, r in got.items())
+
+
 # -- bad input -------------------------------------------------------------------------
 
 def _problems(text: Path) -> list[dict]:

@@ -1,8 +1,8 @@
 """Against Kafka's own ``kafka-transactions.sh find-hanging`` on a live broker.
 
 One broker per module (Kafka 3.5.2: before KIP-890 verification, so the broker
-still accepts the writes that hang). Two hanging scenarios of
-scripts/capture_scenarios.py run on it — a late write after an ABORT marker
+still accepts the writes that hang). Two hanging scenarios of the capture
+package (``scripts.capture.transactions``) run on it — a late write after an ABORT marker
 (KAFKA-12671) and a transactional write to a partition never added to the
 transaction — then ``org.apache.kafka.tools.TransactionsCommand find-hanging``
 (the class behind kafka-transactions.sh, from the same jars) is run while the
@@ -19,20 +19,16 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import PROJECT
 from auditor.engine.audit import audit
 from auditor.engine.ingest_job import ingest
 from auditor.engine.views import AuditOptions
-
-sys.path.insert(0, str(PROJECT))
-sys.path.insert(0, str(PROJECT / "scripts"))
-import capture_scenarios as cs  # noqa: E402
-from scripts.kafka.harness import classpath  # noqa: E402
+from scripts.capture import transactions
+from scripts.capture.context import Ctx
+from scripts.kafka.harness import PRE_VERIFICATION, classpath
 
 pytestmark = pytest.mark.spark
 
@@ -57,15 +53,27 @@ def _find_hanging(version: str, bootstrap: str) -> list[dict]:
     return rows
 
 
+def _wait_past(ms: float) -> None:
+    """Return once this machine's clock is past ``ms``. find-hanging lists an open transaction only
+    when ``now - lastTimestamp > --max-transaction-timeout`` (Kafka 3.5.2,
+    TransactionsCommand.FindHangingTransactionsCommand.collectCandidateOpenTransactions; 0 minutes
+    here), and the producer state's lastTimestamp is its last batch's max timestamp
+    (ProducerAppendInfo.append hands batch.maxTimestamp() to appendDataBatch): CreateTime, stamped by
+    the clients on this machine before ``ms`` was read. A wait for that condition, not a guessed delay."""
+    while time.time() * 1000 <= ms:
+        time.sleep(0.001)
+
+
 @pytest.fixture(scope="module")
 def live(spark, tmp_path_factory):
-    ctx = cs.Ctx("find-hanging-live", cs.PRE_VERIFICATION, {}, None)
+    ctx = Ctx("find-hanging-live", PRE_VERIFICATION, {}, None)
     ctx.start()
     try:
-        cs.sc_hanging_late_write(ctx)
-        cs.sc_hanging_unadded(ctx)
+        transactions.sc_hanging_late_write(ctx)
+        transactions.sc_hanging_unadded(ctx)
+        written_ms = time.time() * 1000  # after every batch of both scenarios was stamped
         ctx.close_clients()
-        time.sleep(1)
+        _wait_past(written_ms)
         tool = _find_hanging(ctx.version, ctx.broker.bootstrap)
         now = int(time.time() * 1000)
     finally:

@@ -233,3 +233,59 @@ def test_ingest_from_s3_equals_ingest_from_local_disk(s3, spark, tmp_path):
         tables[name] = {t: _rows(tmp_path / name, t, remote, str(src)) for t in (*TABLES, "files")}
     assert tables["s3"] == tables["local"]
     assert sum(len(v) for v in tables["local"].values()) > 100
+
+
+# -- tiered storage: the remote store in HDFS / S3 -------------------------------------------------
+
+TIERED = SAMPLE_LOGS / "tiered-storage"
+
+
+def _tiered_scan(store: str, out) -> tuple[dict, dict]:
+    """``scan broker-1 --remote-store STORE`` (the log dir local, the store wherever ``store`` is):
+    its JSON report and its tables."""
+    res = CliRunner().invoke(cli, ["scan", str(TIERED / "broker-1"), "--remote-store", store, "--tables",
+                                   str(out / "tables"), "--out", str(out / "findings"), "--format", "json", "--quiet"])
+    assert res.exit_code == 1, res.output  # findings at error severity and above
+    local = str(TIERED / "remote-store")
+    return json.loads(res.stdout), {t: _rows(out / "tables", t, store, local) for t in (*TABLES, "files")}
+
+
+def _same_tiered(doc: dict, tables: dict, ref_doc: dict, ref_tables: dict, store: str) -> None:
+    local = str(TIERED / "remote-store")
+
+    def canon(d):
+        return sorted(json.dumps({k: v for k, v in f.items() if k != "finding_key"}, sort_keys=True)
+                      for f in _local(d, store, local)["findings"])
+
+    assert canon(doc) == canon(ref_doc) and any(f["rule"] == "hanging-transaction" for f in ref_doc["findings"])
+    assert tables == ref_tables
+    # the remote store was read: its segments' batches and producer snapshots are in the tables
+    assert sum(1 for r in ref_tables["files"] if '"dir_status": "remote"' in r) >= 50
+    assert sum(1 for r in ref_tables["producer_snapshots"] if '"remote_segment_id": null' not in r) >= 10
+
+
+def test_remote_store_in_hdfs_reads_like_the_local_one(hdfs, spark, tmp_path):
+    """``--remote-store hdfs://...`` (the tiered capture's LocalTieredStorage directory in HDFS) gives
+    the tables and findings ``--remote-store <local path>`` gives."""
+    h, _ = hdfs
+    store = h.url + "/kafka/sample_logs/tiered-storage/remote-store"
+    ref = _tiered_scan(str(TIERED / "remote-store"), tmp_path / "local")
+    got = _tiered_scan(store, tmp_path / "hdfs")
+    _same_tiered(*got, *ref, store)
+
+
+def test_remote_store_in_s3_reads_like_the_local_one(s3, spark, tmp_path):
+    """The same store in an S3-compatible server (moto's): ``--remote-store s3a://...``."""
+    from pyarrow import fs
+
+    s3fs = fs.S3FileSystem(**storage.s3_options(), allow_bucket_creation=True)
+    s3fs.create_dir("tiered")
+    src = TIERED / "remote-store"
+    for p in src.rglob("*"):
+        if p.is_file():
+            with s3fs.open_output_stream(f"tiered/{p.relative_to(TIERED)}") as w:
+                w.write(p.read_bytes())
+    store = "s3a://tiered/remote-store"
+    ref = _tiered_scan(str(src), tmp_path / "local")
+    got = _tiered_scan(store, tmp_path / "s3")
+    _same_tiered(*got, *ref, store)

@@ -16,7 +16,7 @@ from conftest import REAL_LOGS
 from auditor.engine.ingest_job import ingest
 from auditor.ingest.plan import make_plan
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.real_logs]  # every test reads the external corpus
 
 NOVA = REAL_LOGS / "NOVA-RICS-Open-Lab__agentic-data-pipelines" / "broker" / "data"
 RONEM = REAL_LOGS / "ronem123__rupia-transaction-service" / "kafka-logs"

@@ -1,7 +1,7 @@
 """Tests for auditor.formats.metadata (KRaft __cluster_metadata records).
 
 Ground truth, none of it taken from this decoder's own output:
-* bytes assembled here by hand (struct + uvarint) following kafka-facts §5 and
+* bytes assembled here by hand (struct + uvarint) following docs/on-disk-format.md §5.1 and
   the Kafka schemas (metadata/src/main/resources/common/metadata/*.json);
 * the real KRaft log dirs listed in real_logs/SOURCES.md, checked against
   files Kafka wrote *independently* of the metadata log: ``partition.metadata``
@@ -51,7 +51,7 @@ DUONG = REAL_LOGS / "duongnvt2110__ms-practice" / "kraft-combined-logs"
 MD = "__cluster_metadata-0"
 SEG0 = "00000000000000000000.log"
 
-# Uuid(0, 1), the fixed topic id of __cluster_metadata (kafka-facts §5)
+# Uuid(0, 1), the fixed topic id of __cluster_metadata (docs/on-disk-format.md §5.1)
 META_TOPIC_UUID = bytes(15) + b"\x01"
 META_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 
@@ -101,7 +101,7 @@ def register_broker_v3() -> bytes:
 # ---------------------------------------------------------------- hand-built records
 def test_producer_ids_record_24_bytes():
     value = producer_ids_value(1, 5, 2000)
-    assert len(value) == 24  # kafka-facts §5: 01 0F 00 + 4+8+8 + 00
+    assert len(value) == 24  # docs/on-disk-format.md §5.1: 01 0F 00 + 4+8+8 + 00
     row = decode_metadata_value(value)
     assert set(row) == {f.name for f in COLUMNS}
     assert row["frame_version"] == 1
@@ -384,7 +384,7 @@ def _read(path: Path):
                     c = decode_control(r.key, r.value)
                     recs.append((r.offset, c.control_type, decode_kraft_control_value(c.control_type_id, r.value)))
                 else:
-                    assert r.key is None and not r.headers  # kafka-facts §5
+                    assert r.key is None and not r.headers  # docs/on-disk-format.md §5.1
                     recs.append((r.offset, "data", decode_metadata_value(r.value)))
             out.append((h, recs))
     return out
@@ -400,6 +400,7 @@ def _data_rows(batches):
     return [row for h, recs in batches if not h.is_control for _, kind, row in recs]
 
 
+@pytest.mark.real_logs
 def test_every_real_metadata_record_decodes():
     files = _metadata_files()
     assert len(files) == 204  # 6 logs + 188 <offset>-<epoch> snapshots + 10 bootstrap.checkpoint
@@ -428,6 +429,7 @@ def test_every_real_metadata_record_decodes():
     assert controls["LEADER_CHANGE"] == 34
 
 
+@pytest.mark.real_logs
 def test_log_control_batches_are_leader_changes_matching_quorum_state():
     # SOURCES.md: number of control batches per log
     expected = {
@@ -452,6 +454,7 @@ def test_log_control_batches_are_leader_changes_matching_quorum_state():
     assert len(_read(DANIEL_350 / MD / SEG0)) == 28511
 
 
+@pytest.mark.real_logs
 def test_snapshot_layout_header_data_footer():
     snaps = sorted(p for p in REAL_LOGS.rglob("*.checkpoint") if is_metadata_snapshot_name(p.name))
     assert len(snaps) == 198
@@ -482,6 +485,7 @@ def test_snapshot_layout_header_data_footer():
             assert r["next_producer_id"] % 1000 == 0
 
 
+@pytest.mark.real_logs
 def test_snapshots_have_producer_ids_once_ids_were_allocated():
     # Producer-state snapshots of the data partitions (independent files) name
     # producer ids in use; every KRaft snapshot taken after they were granted
@@ -506,6 +510,7 @@ def test_snapshots_have_producer_ids_once_ids_were_allocated():
     assert jy[0]["next_producer_id"] == 3000
 
 
+@pytest.mark.real_logs
 def test_producer_ids_increase_by_blocks_across_a_dir():
     for md in sorted(REAL_LOGS.rglob(MD)):
         # log records in offset order, snapshots by end offset
@@ -535,6 +540,7 @@ def test_producer_ids_increase_by_blocks_across_a_dir():
     assert max(pids) < rows[-1]["next_producer_id"]
 
 
+@pytest.mark.real_logs
 def test_new_log_starts_with_metadata_version():
     # kafka_2.13-3.5.0 in the directory name: Kafka 3.5.0 formats with
     # metadata.version 3.5-IV2 = feature level 11 (MetadataVersion enum)
@@ -563,6 +569,7 @@ def test_new_log_starts_with_metadata_version():
         assert boot[0]["feature_level"] == first["feature_level"]
 
 
+@pytest.mark.real_logs
 def test_topic_record_for_every_topic_dir():
     checked = 0
     for md in sorted(REAL_LOGS.rglob(MD)):
@@ -593,6 +600,7 @@ def test_topic_record_for_every_topic_dir():
     assert daniel == {"quickstartmore-events"}  # the only topic dir there
 
 
+@pytest.mark.real_logs
 def test_directory_ids_and_voters_match_meta_properties():
     def props(root: Path) -> dict:
         out = {}
@@ -621,6 +629,7 @@ def test_directory_ids_and_voters_match_meta_properties():
     assert [(v["voterId"], v["voterUuid"]) for v in voters] == [(int(p["node.id"]), p["directory.id"])]
 
 
+@pytest.mark.real_logs
 def test_internal_topic_configs():
     # The group coordinator creates __consumer_offsets compacted (Kafka default
     # offsets topic configs): the ConfigRecords must say so.

@@ -1,6 +1,6 @@
 """Tests for auditor.formats.offset_index (``.index`` / ``.timeindex``).
 
-Ground truth: entries assembled here with struct.pack following kafka-facts §7,
+Ground truth: entries assembled here with struct.pack following docs/on-disk-format.md §7,
 the real index files in real_logs checked against the batch headers of the
 ``.log`` next to them (read with auditor.formats.batch, independent of this
 module), file sizes (entry counts) and segment base offsets from file names.
@@ -73,6 +73,7 @@ def test_columns_match_row_keys():
 
 # -- real files --------------------------------------------------------------------
 
+@pytest.mark.real_logs
 @pytest.mark.parametrize(
     "index",
     [
@@ -102,6 +103,7 @@ def test_real_offset_index_matches_log(index: Path):
     assert check_time_index(times, batches) == []
 
 
+@pytest.mark.real_logs
 def test_every_real_index_file():
     """Every .index/.timeindex in real_logs: whole entries, no zero tail, and
     (where the .log exists) no DumpLogSegments offset-index mismatch."""
@@ -131,6 +133,7 @@ def test_every_real_index_file():
     assert entries > 50_000
 
 
+@pytest.mark.real_logs
 def test_index_without_log_ends_before_next_segment():
     # ronem123: segment 839130's index survived without its .log; the next
     # segment starts at 1725413, so every indexed offset lies in between.
@@ -139,6 +142,7 @@ def test_index_without_log_ends_before_next_segment():
     assert 839130 <= rows[0]["offset"] and rows[-1]["offset"] < 1725413
 
 
+@pytest.mark.real_logs
 def test_time_index_points_inside_batch_like_dump_tool_reports():
     # Makaksik13 posts-0: time-index entry 6 names offset 70, a record inside
     # batch 69..72 whose first record with the max timestamp is offset 70.

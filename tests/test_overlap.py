@@ -23,6 +23,25 @@ def _threads(name: str) -> int:
     return sum(1 for t in threading.enumerate() if t.name.startswith(name) and t.is_alive())
 
 
+def _wait_blocked_in_put(name: str, timeout: float = 30.0) -> None:
+    """Return once the thread ``name`` waits inside ``queue.Queue.put`` (its queue is full): seen in
+    the thread's own stack (``sys._current_frames``: Condition.wait called from Queue.put), not
+    assumed after a delay."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        frames = sys._current_frames()
+        for t in threading.enumerate():
+            frame = frames.get(t.ident) if t.name == name else None
+            stack = []
+            while frame is not None:
+                stack.append((os.path.basename(frame.f_code.co_filename), frame.f_code.co_name))
+                frame = frame.f_back
+            if stack and stack[0] == ("threading.py", "wait") and ("queue.py", "put") in stack:
+                return
+        threading.Event().wait(0.001)
+    raise AssertionError(f"thread {name} never blocked in Queue.put")
+
+
 def test_read_ahead_keeps_order_and_raises_where_the_source_raised():
     def source():
         yield from range(50)
@@ -50,7 +69,7 @@ def test_leaving_read_ahead_early_stops_its_thread_and_closes_the_source():
 
     ahead = overlap.read_ahead(endless(), depth=1)
     assert [next(ahead) for _ in range(5)] == [0, 1, 2, 3, 4]
-    time.sleep(0.05)  # the thread is now blocked on a full queue
+    _wait_blocked_in_put("dump-read-ahead")  # item 5 waits in the queue, item 6 in the thread's put
     ahead.close()
     assert closed.is_set()  # the source's finally ran (dump: the window buffer released, the mmap closed)
     assert _threads("dump-read-ahead") == 0

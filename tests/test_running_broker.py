@@ -76,6 +76,7 @@ class _Producers(threading.Thread):
         self.bootstrap, self.log = bootstrap, log
         self.stop = threading.Event()
         self.commits = self.aborts = self.errors = 0
+        self.ended = threading.Condition()  # notified whenever a transaction ended (commit or abort)
 
     def _txn_producer(self):
         from confluent_kafka import Producer
@@ -105,9 +106,13 @@ class _Producers(threading.Thread):
                 if n % 5 == 0:
                     txp.abort_transaction(30)
                     self.aborts += 1
+                    with self.ended:
+                        self.ended.notify_all()
                 else:
                     txp.commit_transaction(30)
                     self.commits += 1
+                    with self.ended:
+                        self.ended.notify_all()
             except Exception:  # noqa: BLE001 - the broker is down or restarting: start over
                 self.errors += 1
                 try:
@@ -193,7 +198,16 @@ def moving(tmp_path_factory):
             f.result(30)
         producers = _Producers(broker.bootstrap, log)
         producers.start()
-        time.sleep(3)
+        # the readers start on a log that already moves: wait until the producers ended a few
+        # transactions (markers written) and every partition rolled a segment, not for a guessed delay
+
+        def moving_already() -> bool:
+            return producers.commits + producers.aborts >= 5 and all(
+                len(list((broker.log_dir / f"{t}-{p}").glob("*.log"))) >= 2 for t in TOPICS for p in (0, 1))
+
+        with producers.ended:  # checked again whenever a transaction ends
+            producers.ended.wait_for(moving_already, timeout=60)
+        assert moving_already(), (producers.commits, producers.aborts, producers.errors)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), str(PROJECT / "tests")])}
         with open(work / "readers.err", "wb") as err:
             readers = subprocess.Popen([sys.executable, "-c", _READERS, str(broker.log_dir), str(work)], cwd=PROJECT,

@@ -17,7 +17,7 @@ import pytest
 from auditor.cli.audit_cmd import _small_tables
 from auditor.engine import tuning
 from auditor.engine.ingest_job import SMALL_INPUT_BYTES, input_bytes
-from auditor.engine.session import SMALL_INPUT_JAVA_OPTIONS
+from auditor.engine.session import SMALL_INPUT_CONF, SMALL_INPUT_JAVA_OPTIONS
 from auditor.ingest.plan import make_plan
 from conftest import PROJECT, SAMPLE_LOGS
 
@@ -25,22 +25,27 @@ _CHILD = ("import json, sys\n"
           "from auditor.engine.session import get_spark\n"
           "s = get_spark(delta=False, small_input=sys.argv[1] == 'small')\n"
           "args = list(s._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())\n"
-          "print(json.dumps({'args': args, 'n': s.range(5).count()}))\n"
+          "print(json.dumps({'args': args, 'n': s.range(5).count(),\n"
+          "                  'explain': s.conf.get('spark.sql.ui.explainMode')}))\n"
           "s.stop()\n")
 
 
-def _driver_args(kind: str) -> list[str]:
+def _driver(kind: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(PROJECT)}
     proc = subprocess.run([sys.executable, "-c", _CHILD, kind], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["n"] == 5  # the session runs jobs
-    return got["args"]
+    return got
 
 
 def test_a_small_input_driver_jvm_compiles_with_c1_only_and_a_large_one_keeps_c2():
-    small, large = _driver_args("small"), _driver_args("large")
+    small_driver, large_driver = _driver("small"), _driver("large")
+    small, large = small_driver["args"], large_driver["args"]
     assert SMALL_INPUT_JAVA_OPTIONS in small
+    # a small input's executions render their plans for the (absent) UI in one tree, a large one's as Spark does
+    assert small_driver["explain"] == SMALL_INPUT_CONF["spark.sql.ui.explainMode"] == "simple"
+    assert large_driver["explain"].lower() == "formatted"
     assert not any(a.startswith("-XX:TieredStopAtLevel") for a in large)
     # the class-data sharing archive (when built) is mapped either way: the flags only add to it
     assert [a for a in small if a.startswith("-XX:SharedArchiveFile")] == \

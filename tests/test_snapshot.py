@@ -1,6 +1,6 @@
 """Tests for auditor.formats.snapshot (producer-state ``.snapshot`` files).
 
-Ground truth: files assembled here with struct.pack following kafka-facts §6
+Ground truth: files assembled here with struct.pack following docs/on-disk-format.md §6
 (CRC from the crc32c package, checked against the CRC-32C check value), the
 entry counts / producer ids stated in real_logs/SOURCES.md, the git blob id of
 the empty snapshot given there, and the batch headers of the log segments next
@@ -76,6 +76,7 @@ def test_columns_match_row_keys():
 
 # -- real files ------------------------------------------------------------------
 
+@pytest.mark.real_logs
 def test_empty_snapshot_from_sources():
     data = EMPTY_SNAPSHOT.read_bytes()
     assert hashlib.sha1(b"blob 10\0" + data).hexdigest() == EMPTY_BLOB
@@ -91,6 +92,7 @@ def test_empty_snapshot_from_sources():
     assert read_real(EMPTY_SNAPSHOT) == []
 
 
+@pytest.mark.real_logs
 @pytest.mark.parametrize("partition,count", [(0, 382), (1, 53), (2, 795)])
 def test_starbucks_coffee_price_snapshots(partition, count):
     d = STARBUCKS / f"coffee_price-{partition}"
@@ -112,6 +114,7 @@ def test_starbucks_coffee_price_snapshots(partition, count):
         assert r["coordinator_epoch"] == -1 and r["current_txn_first_offset"] is None
 
 
+@pytest.mark.real_logs
 def test_nova_ksql_command_topic_snapshot():
     rows = read_real(NOVA / "_confluent-ksql-agentic_ksql__command_topic-0" / "00000000000000000018.snapshot")
     assert len(rows) == 1
@@ -128,6 +131,7 @@ def test_nova_ksql_command_topic_snapshot():
     assert data[-1].producer_epoch == 8
 
 
+@pytest.mark.real_logs
 def test_itumeleng_command_topic_snapshot():
     rows = read_real(ITUMELENG / "_confluent-ksql-default__command_topic-0" / "00000000000000000002.snapshot")
     assert len(rows) == 1
@@ -136,6 +140,7 @@ def test_itumeleng_command_topic_snapshot():
     assert rows[0]["snapshot_offset"] == 2
 
 
+@pytest.mark.real_logs
 def test_dschne27_snapshots():
     rows = read_real(DSCHNE / "_confluent-ksql-default__command_topic-0" / "00000000000000000002.snapshot")
     assert [(r["producer_id"], r["coordinator_epoch"]) for r in rows] == [(3, 0)]
@@ -144,6 +149,7 @@ def test_dschne27_snapshots():
     assert len(read_real(rep[0] / "00000000000000085902.snapshot")) == 11
 
 
+@pytest.mark.real_logs
 def test_opcua_snapshot_agrees_with_log():
     d = NOVA / "OPCUA_KUKA_RAW_CLEANSED-0"
     snap = d / "00000000000000011685.snapshot"
@@ -165,6 +171,7 @@ def test_opcua_snapshot_agrees_with_log():
         assert r["last_timestamp"] == b.max_timestamp
 
 
+@pytest.mark.real_logs
 def test_every_real_snapshot_decodes():
     files = sorted(REAL_LOGS.rglob("*.snapshot"))
     assert len(files) >= 150

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -269,3 +270,157 @@ def test_without_the_remote_store_no_claim_about_the_remote_part(audits):
     assert not any(f["rule"] in ("unknown-producer-gap", "torn-transaction") for f in got["findings"])
     lacks = [line for line in got["lacks"] if "remote storage" in line]
     assert any(line.startswith(f"tiered-0 (broker 1): offsets 0..{local - 1} are in remote storage") for line in lacks)
+
+
+# -- producer snapshots of remote segments; the leader-epoch lineage ------------------------------
+
+def test_remote_producer_snapshots_decode_with_their_segment_and_offset():
+    """Every remote segment's producer snapshot decodes through the producer_snapshots table, tagged
+    with its segment id; its offset is the segment's end + 1 (RLMCopyTask.copyLogSegment uploads
+    fetchSnapshot(next segment base)). The broker uploads a copy of its own snapshot file: where
+    the local one still exists (tiered-0 at 39, tiered-1 at 84), the rows are equal."""
+    from auditor.model.remote import snapshot_offsets
+
+    offsets = snapshot_offsets(_metadata_rows())
+    plan = make_plan([str(CAPTURE)])
+    snaps = [f for f in plan.files if f.kind == "remote-producer-snapshot"]
+    assert len(snaps) == 10 and all(f.log_dir == str(BROKER) for f in snaps)
+    strip = ("file", "snapshot_offset", "remote_segment_id", "cluster_id", "broker_id", "log_dir", "topic", "partition")
+    compared = 0
+    for f in snaps:
+        task = {"path": f.path, "kind": f.kind, "topic": f.topic, "partition": f.partition, "size": f.size,
+                "base_offset": f.base_offset, "log_dir": f.log_dir}
+        rows = list(iter_rows(TABLES["producer_snapshots"], task))
+        sid = remote_store.segment_id_of(f.path)
+        assert rows and all(r.get("_problem_kind") is None and r["remote_segment_id"] == sid
+                            and r["snapshot_offset"] is None for r in rows)
+        local = BROKER / f"{f.topic}-{f.partition}" / f"{offsets[sid]:020d}.snapshot"
+        if local.exists():
+            ltask = {**task, "path": str(local), "kind": "producer-snapshot", "base_offset": offsets[sid],
+                     "size": local.stat().st_size}
+            lrows = list(iter_rows(TABLES["producer_snapshots"], ltask))
+            assert [{k: v for k, v in r.items() if k not in strip} for r in lrows] == \
+                [{k: v for k, v in r.items() if k not in strip} for r in rows]
+            assert all(r.get("remote_segment_id") is None and r["snapshot_offset"] == offsets[sid] for r in lrows)
+            compared += 1
+    assert compared == 2
+    # the snapshot offsets are where the next segment starts: the next remote one, or the local log
+    steps = EXPECTED["steps"]["segments_at_shutdown"]
+    for key, seg in steps.items():
+        topic, part = key.rsplit("-", 1)
+        bases = seg["remote_segment_bases"] + [seg["local_segment_bases"][0]]
+        got = sorted(offsets[remote_store.segment_id_of(f.path)] for f in snaps if (f.topic, f.partition) == (topic, int(part)))
+        assert got == bases[1:]
+
+
+def _lineage_cases(n: int, seed: int = 28) -> list[tuple[dict, int, int, dict]]:
+    """Random segments and lineages around one another: shared, shifted, truncated and diverged epochs."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(n):
+        lineage, off = {}, rnd.randint(0, 3)
+        for e in sorted(rnd.sample(range(0, 8), rnd.randint(1, 5))):
+            lineage[e] = off
+            off += rnd.choice([0, 0, 1, 3, 7])  # some epochs hold no record
+        keys = sorted(lineage)
+        pick = keys[rnd.randint(0, len(keys) - 1):][:rnd.randint(1, 3)]
+        seg = {e: lineage[e] + rnd.choice([0, 0, 0, -1, 1, 2]) for e in pick}
+        if rnd.random() < 0.2:
+            seg[rnd.randint(0, 9)] = rnd.randint(0, 20)  # an epoch the lineage may not have
+        seg = {e: max(o, 0) for e, o in seg.items()}
+        start = min(seg.values())
+        end = max(seg.values()) + rnd.randint(0, 8)
+        log_end = max(off, end) + rnd.choice([-3, 0, 1, 5])
+        out.append((seg, max(end, start), log_end, lineage))
+    return out
+
+
+@pytest.mark.spark  # runs Kafka's Java code
+def test_lineage_check_is_kafkas():
+    """auditor.model.remote.within_leader_epochs against Kafka 4.3.1's own
+    RemoteLogManager.isRemoteSegmentWithinLeaderEpochs (with buildFilteredLeaderEpochMap on the
+    replica's epochs, as its callers do), on 600 random segment/lineage pairs."""
+    from auditor.model.remote import within_leader_epochs
+
+    def fmt(m):
+        return ",".join(f"{e}:{o}" for e, o in sorted(m.items()))
+
+    cases = _lineage_cases(600)
+    tool = PROJECT / "scripts" / "kafka" / "java" / "RemoteLineageTool.java"
+    r = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath(NEWEST),
+                        str(tool)], input="\n".join(f"{fmt(s)};{e};{le};{fmt(lin)}" for s, e, le, lin in cases).encode(),
+                       capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    kafka = [line == "true" for line in r.stdout.decode().split()]
+    assert len(kafka) == len(cases)
+    ours = [within_leader_epochs(s, e, le, lin) for s, e, le, lin in cases]
+    diff = [(c, k) for c, k, o in zip(cases, kafka, ours) if k != o]
+    assert not diff, diff[:5]
+    assert 50 < sum(kafka) < len(kafka) - 50  # both answers are exercised
+
+
+def test_capture_segments_are_within_the_lineage_and_a_diverged_one_is_not_part_of_the_log():
+    """The capture's remote segments (epoch 0) lie within broker-1's leader-epoch checkpoints; the
+    same segments against a lineage whose first epoch is 1 (epoch 0 truncated away) are outside it,
+    and the live log leaves them out with the reason."""
+    from auditor.model.remote import outside_lineage, replica_lineages
+
+    rows = _metadata_rows()
+    plan = make_plan([str(CAPTURE)])
+    files = [{"path": f.path, "log_dir": f.log_dir, "topic": f.topic, "partition": f.partition, "kind": f.kind,
+              "dir_status": f.dir_status, "file_status": f.file_status, "base_offset": f.base_offset,
+              "next_offset": None} for f in plan.files]
+    epochs = [{"log_dir": str(BROKER), "topic": "tiered", "partition": p, "leader_epoch": 0, "start_offset": 0} for p in (0, 1)]
+    lineage_of, log_end_of = replica_lineages(files, epochs)
+    assert set(lineage_of) == readable_segment_ids(rows)
+    assert outside_lineage(rows, lineage_of, log_end_of) == {}
+    diverged = [{**e, "leader_epoch": 1} for e in epochs]
+    out = outside_lineage(rows, *replica_lineages(files, diverged))
+    assert set(out) == readable_segment_ids(rows)
+    lv = livelog.decide(files, readable_remote_segments=readable_segment_ids(rows), remote_outside_lineage=out)
+    remote_logs = [f["path"] for f in files if f["dir_status"] == "remote" and f["kind"] == "segment"]
+    assert remote_logs and all(not lv[p].live and "leader-epoch lineage" in lv[p].reason for p in remote_logs)
+    local = [f["path"] for f in files if f["dir_status"] == "live" and f["kind"] == "segment" and f["topic"] == "tiered"]
+    assert local and all(lv[p].live for p in local)
+
+
+def _copy_without(src: Path, dst: Path, drop) -> None:
+    shutil.copytree(src, dst, ignore=lambda d, names: [n for n in names if drop(Path(d) / n)])
+
+
+@pytest.mark.spark
+def test_remote_producer_snapshots_seed_the_state_below_the_local_log(spark, tmp_path):
+    """A replica whose own producer snapshots are not in the input, and the remote store without its
+    segments (snapshots, indexes, epoch checkpoints only): the producers' first local batches
+    continue sequences begun in remote storage. With the remote snapshots the broker's state at the
+    local log start is known (TierStateMachine.buildRemoteLogAuxState loads the snapshot of the
+    segment ending there): no unknown-producer-gap. Without them: only the info that the earlier
+    batches are remote."""
+    from auditor.engine.audit import audit
+    from auditor.engine.ingest_job import ingest
+
+    broker = tmp_path / "broker-1"
+    _copy_without(BROKER, broker, lambda p: p.parent.name.startswith("tiered-") and p.suffix == ".snapshot")
+    store = tmp_path / "remote-store"
+    _copy_without(STORE, store, lambda p: p.suffix == ".log")
+    nometa = tmp_path / "nometa" / "broker-1"  # a broker hosting no __remote_log_metadata replica
+    _copy_without(broker, nometa, lambda p: p.name.startswith("__remote_log_metadata-"))
+    found = {}
+    for name, inputs in (("snapshots", [str(broker), str(store)]), ("none", [str(broker)]), ("nometa", [str(nometa)])):
+        ingest(spark, inputs, str(tmp_path / name))
+        found[name] = audit(spark, str(tmp_path / name)).findings
+    gaps = [f for f in found["none"] if f["rule"] == "unknown-producer-gap"]
+    assert gaps and {(f["kind"], f["severity"]) for f in gaps} == {("earlier-batches-remote", "info")}
+    assert {(f["partition"], f["producer_id"]) for f in gaps} == {(0, 1), (0, 2)}  # tiered-1 holds no local batch
+    # without __remote_log_metadata the replica's own checkpoints show the log is tiered (its
+    # log-start-offset and leader-epoch checkpoints start below its local log): the same info, no
+    # retention or loss claim
+    nm = [f for f in found["nometa"] if f["rule"] == "unknown-producer-gap"]
+    assert {(f["partition"], f["producer_id"]) for f in nm} == {(f["partition"], f["producer_id"]) for f in gaps}
+    assert {(f["kind"], f["severity"], f["evidence"]["remote_log_start_offset"]) for f in nm} == {
+        ("earlier-batches-tiered", "info", 0)}
+    assert not [f["message"] for f in found["snapshots"] if f["rule"] == "unknown-producer-gap"]
+    assert not [f["message"] for f in found["snapshots"] if f["severity"] in ("error", "critical")
+                and f["rule"] not in ("hanging-transaction", "stuck-lso")]

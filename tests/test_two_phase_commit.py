@@ -3,7 +3,7 @@
 The broker (Kafka 4.3.1, ``transaction.two.phase.commit.enable=true``,
 ``transaction.max.timeout.ms`` 4000) kept a prepared 2PC transaction open well
 past its maximum timeout while it aborted an ordinary transaction that timed out
-(``scripts/capture_scenarios.py``, ``sc_prepared_2pc``; ground truth in
+(``scripts/capture/two_phase_commit.py``, ``sc_prepared_2pc``; ground truth in
 ``expected.json`` from the clients). The coordinator's record is the only mark on
 disk: transaction timeout ``Integer.MAX_VALUE``
 (``TransactionMetadata.isDistributedTwoPhaseCommitTxn``). Audited with the

@@ -1,7 +1,7 @@
 """Tests for auditor.formats.txnindex (``.txnindex`` aborted-transaction entries).
 
 No real ``.txnindex`` exists in real_logs (SOURCES.md: none was found), so the
-ground truth is entries assembled here with struct.pack following kafka-facts §7
+ground truth is entries assembled here with struct.pack following docs/on-disk-format.md §7
 (AbortedTxn: version int16, producerId, firstOffset, lastOffset,
 lastStableOffset as int64, 34 bytes).
 """

@@ -1,6 +1,6 @@
 """Tests for auditor.formats.txnlog (__transaction_state records).
 
-Ground truth: bytes assembled here with struct.pack following kafka-facts §4,
+Ground truth: bytes assembled here with struct.pack following docs/on-disk-format.md §4,
 Java String.hashCode values known independently of this code, and the real
 __transaction_state partitions listed in real_logs/SOURCES.md (their directory
 names give the expected partition; the matching COMMIT markers in the ksqlDB
@@ -22,14 +22,14 @@ from auditor.formats.batch import BatchHeader, iter_segment, read_payload
 from auditor.formats.records import decode_control, iter_records
 from auditor.formats.txnlog import COLUMNS, decode_txn_record, java_string_hash, partition_for
 from builders import txn_log_key_v0 as key_v0, txn_log_value_v0 as value_v0, uvarint
-from conftest import REAL_LOGS
+from conftest import REAL_LOGS, SAMPLE_LOGS
 
 ITUMELENG = REAL_LOGS / "ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions" / "kafka-data"
 NOVA = REAL_LOGS / "NOVA-RICS-Open-Lab__agentic-data-pipelines" / "broker" / "data"
 DSCHNE = REAL_LOGS / "dschne27__kafka-streams" / "broker" / "data"
 SEG0 = "00000000000000000000.log"
 
-# kafka-facts §4: which states may directly precede each persisted state
+# docs/on-disk-format.md §4: which states may directly precede each persisted state
 PRECEDING = {
     "Empty": {"Empty", "CompleteCommit", "CompleteAbort"},
     "Ongoing": {"Ongoing", "Empty", "CompleteCommit", "CompleteAbort"},
@@ -285,6 +285,7 @@ def _commit_markers(partition_dir: Path) -> set[tuple[int, int]]:
     return out
 
 
+@pytest.mark.real_logs
 @pytest.mark.parametrize(
     "logdir,txn_partition,txn_id,command_topic,expected_pid",
     [
@@ -321,6 +322,7 @@ def test_real_transaction_state(logdir, txn_partition, txn_id, command_topic, ex
     assert committed == _commit_markers(logdir / f"{command_topic}-0")
 
 
+@pytest.mark.real_logs
 def test_real_nova_nine_transactions():
     rows = [row for _, _, row in _txn_rows(NOVA / "__transaction_state-4" / SEG0)]
     assert len(rows) == 36  # 36 batches of one record each (SOURCES.md)
@@ -339,7 +341,19 @@ def test_random_bytes_only_decode_error(key, value):
         pass
 
 
-_REAL_VALUES = [r.value for _, r in read_segment(NOVA / "__transaction_state-4" / SEG0)[:4]] + [value_v1(v1_all_tags())]
+def _seed_values() -> list[bytes]:
+    """Seeds to mutate: four v0 values a real broker wrote (the external corpus's NOVA partition; without
+    the corpus, the first four of a shipped capture, sample_logs/compacted-transactions) and a v1 value
+    with every tag."""
+    seg = NOVA / "__transaction_state-4" / SEG0
+    if not seg.is_file():
+        seg = SAMPLE_LOGS / "compacted-transactions" / "broker-1" / "__transaction_state-4" / SEG0
+    values = [r.value for _, r in read_segment(seg) if r.value is not None][:4]
+    assert len(values) == 4, seg
+    return values + [value_v1(v1_all_tags())]
+
+
+_REAL_VALUES = _seed_values()
 
 
 @settings(max_examples=400, deadline=None)
@@ -356,6 +370,7 @@ def test_mutated_values_only_decode_error(value, data):
         pass
 
 
+@pytest.mark.real_logs
 def test_rows_fit_arrow_schema():
     import pyarrow as pa
 

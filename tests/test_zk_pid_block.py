@@ -1,6 +1,6 @@
 """Tests for auditor.formats.zk_pid_block (ZooKeeper /latest_producer_id_block export).
 
-Ground truth: the znode JSON layout of kafka-facts §5
+Ground truth: the znode JSON layout of docs/on-disk-format.md §5.3
 (``{"version":1,"broker":<int>,"block_start":"<long>","block_end":"<long>"}``),
 written out by hand here, alone and embedded in zookeeper-shell output.
 """

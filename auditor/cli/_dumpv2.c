@@ -20,10 +20,14 @@
  * truncate the segment meanwhile, and a truncated mapping would be SIGBUS. The GIL
  * is released for the whole walk; of two helper threads, one writes the output and
  * the other takes half of each big read and of each big window's CRCs.
+ *
+ * records(...) does the same for `dump --records` of a data topic (issue 29): see its comment
+ * below. Buffers and threads are made once per process (ctx_t), not per file.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -37,10 +41,12 @@
 #define ABSURD_BATCH_BYTES (128 * 1024 * 1024) /* auditor/formats/batch.py */
 #define READ_BYTES (8 * 1024 * 1024)
 #define OUT_BYTES (1024 * 1024)
+#define OUT_SLACK (1024 * 1024) /* room past OUT_BYTES for the line that crosses it */
 #define N_KEYS 26
 #define N_CODECS 8
 #define N_TS 2
-#define N_MARKERS 2 /* ABORT, COMMIT: control types 0 and 1 */
+#define N_MARKERS 7 /* control types 0..6: ABORT, COMMIT, LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER,
+                       KRAFT_VERSION, KRAFT_VOTERS (ControlRecordType, Kafka 4.x) */
 
 /* The fields written, in order: auditor/cli/dump_native.py checks them against dump_lines.BATCH_KEYS. */
 static const char *FIELDS[N_KEYS] = {
@@ -224,7 +230,7 @@ typedef struct {
     char *buf; /* the one being filled: bufs[cur] */
     int cur;
     size_t len;
-    helper_t writer;
+    helper_t *writer; /* the context's: kept from one call to the next */
     const char *pending; /* handed to the writer */
     size_t pending_len;
     int err; /* errno of the first failed write, 0 if none */
@@ -249,24 +255,22 @@ static void *write_pending(void *arg) {
     return NULL;
 }
 
-static int out_open(out_t *o, int fd, size_t cap) {
+static void out_open(out_t *o, int fd, char *bufs[2], helper_t *writer) {
     memset(o, 0, sizeof *o);
     o->fd = fd;
-    o->bufs[0] = malloc(cap);
-    o->bufs[1] = malloc(cap);
+    o->bufs[0] = bufs[0];
+    o->bufs[1] = bufs[1];
     o->buf = o->bufs[0];
-    if (!o->bufs[0] || !o->bufs[1]) return 0;
-    helper_start(&o->writer);
-    return 1;
+    o->writer = writer;
 }
 
 /* Hand the filled buffer to the writer (or write it, without one); returns the error so far. */
 static int out_flush(out_t *o) {
-    helper_wait(&o->writer); /* the previous buffer is written: o->err is settled */
+    helper_wait(o->writer); /* the previous buffer is written: o->err is settled */
     if (!o->err && o->len) {
         o->pending = o->buf;
         o->pending_len = o->len;
-        if (helper_submit(&o->writer, write_pending, o)) {
+        if (helper_submit(o->writer, write_pending, o)) {
             o->cur ^= 1;
             o->buf = o->bufs[o->cur];
         } else {
@@ -277,13 +281,24 @@ static int out_flush(out_t *o) {
     return o->err;
 }
 
-/* Write what is left, stop the writer; returns the first write error (0 if none). */
+/* Write what is left and wait for it; returns the first write error (0 if none). */
 static int out_close(out_t *o) {
     out_flush(o);
-    helper_wait(&o->writer);
-    helper_stop(&o->writer);
-    free(o->bufs[0]);
-    free(o->bufs[1]);
+    helper_wait(o->writer);
+    return o->err;
+}
+
+/* Bytes of any length (a batch's lines from the Python decoder): copied in, or, when they do not
+ * fit the buffer, written as they are once what precedes them is out. */
+static int out_bytes(out_t *o, const char *p, size_t n) {
+    if (o->len + n <= OUT_BYTES + OUT_SLACK) {
+        memcpy(o->buf + o->len, p, n);
+        o->len += n;
+        return o->len >= OUT_BYTES ? out_flush(o) : o->err;
+    }
+    if (out_flush(o)) return o->err;
+    helper_wait(o->writer);
+    if (!o->err) o->err = write_all(o->fd, p, n);
     return o->err;
 }
 
@@ -336,8 +351,12 @@ static int varint(const unsigned char **p, const unsigned char *end, int max_byt
     return 0;
 }
 
-/* A plain marker as the first record of an uncompressed control batch: its type (0 ABORT,
- * 1 COMMIT) and coordinator epoch. 0 for anything else: the Python decoder judges it. */
+/* The first record of an uncompressed control batch, as auditor.formats.records.decode_control
+ * reads it (after Kafka 4.3.1's ControlRecordType.parseTypeId, whose ids 0..6 are ABORT, COMMIT,
+ * LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS, and
+ * EndTransactionMarker.deserializeValue): its
+ * type, 0..6, and for a marker (0 ABORT, 1 COMMIT) the coordinator epoch (-1 for the other types,
+ * whose value is not read). 0 for anything else: the Python decoder judges it. */
 static int plain_marker(const unsigned char *payload, const unsigned char *end, int *type, int32_t *epoch) {
     const unsigned char *p = payload;
     int64_t len, v, klen, vlen, nheaders;
@@ -351,14 +370,15 @@ static int plain_marker(const unsigned char *payload, const unsigned char *end, 
     p += klen;
     if ((int16_t)be16(key) < 0) return 0; /* key version */
     int16_t t = (int16_t)be16(key + 2);
-    if (t != 0 && t != 1) return 0;
-    if (!varint(&p, rend, 5, &vlen) || vlen < 6 || vlen > rend - p) return 0;
+    if (t < 0 || t >= N_MARKERS) return 0;
+    if (!varint(&p, rend, 5, &vlen) || vlen > rend - p) return 0;
+    if (t <= 1 && vlen < 6) return 0; /* a marker's value: version and coordinator epoch */
     const unsigned char *value = p;
-    p += vlen;
-    if ((int16_t)be16(value) < 0) return 0; /* value version */
+    if (vlen > 0) p += vlen; /* a negative length is a null value (read only for markers) */
+    if (t <= 1 && (int16_t)be16(value) < 0) return 0; /* value version */
     if (!varint(&p, rend, 5, &nheaders) || nheaders != 0 || p != rend) return 0;
     *type = t;
-    *epoch = (int32_t)be32(value + 2);
+    *epoch = t <= 1 ? (int32_t)be32(value + 2) : -1;
     return 1;
 }
 
@@ -496,6 +516,104 @@ static void crc_all(helper_t *helper, pending_t *group, uint32_t *crc, int n) {
     if (helped) helper_wait(helper);
 }
 
+/* ---- what a call needs, kept from one call to the next ----
+ * A dump of many small files (a broker's log dirs: thousands of segments of a few KB) called
+ * this once per file, and each call allocated an 8 MiB read buffer (a fresh transparent huge page
+ * to zero), two output buffers and two threads: ~150 us a file, more than the decoding of most.
+ * One context is kept for the process (a second caller meanwhile gets a private one). */
+
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+} buf_t;
+
+typedef struct rec rec_t;
+
+typedef struct {
+    unsigned char *rbuf;
+    size_t rcap;
+    char *obufs[2];
+    helper_t writer, helper;
+    pending_t *group;
+    uint32_t *crc;
+    buf_t inflated; /* records(): a batch's records, lz4-decompressed */
+    rec_t *recs;    /* records(): what the walk read of them */
+    size_t rcap_recs;
+    int ready, shared;
+} ctx_t;
+
+static ctx_t shared_ctx;
+static int shared_busy; /* set and cleared with the GIL held */
+
+static void ctx_free(ctx_t *c) {
+    if (c->writer.started || c->helper.started) {
+        helper_stop(&c->writer);
+        helper_stop(&c->helper);
+    }
+    free(c->rbuf);
+    free(c->obufs[0]);
+    free(c->obufs[1]);
+    free(c->group);
+    free(c->crc);
+    free(c->inflated.p);
+    free(c->recs);
+    memset(c, 0, sizeof *c);
+}
+
+static int ctx_init(ctx_t *c) {
+    memset(c, 0, sizeof *c);
+    c->rbuf = read_buffer();
+    c->rcap = READ_BYTES;
+    c->obufs[0] = malloc(OUT_BYTES + OUT_SLACK);
+    c->obufs[1] = malloc(OUT_BYTES + OUT_SLACK);
+    c->group = malloc(sizeof(pending_t) * MAX_GROUP);
+    c->crc = malloc(sizeof(uint32_t) * MAX_GROUP);
+    if (!c->rbuf || !c->obufs[0] || !c->obufs[1] || !c->group || !c->crc) {
+        ctx_free(c);
+        return 0;
+    }
+    helper_start(&c->writer);
+    helper_start(&c->helper);
+    c->ready = 1;
+    return 1;
+}
+
+/* With the GIL held. NULL (MemoryError set) when nothing could be allocated. */
+static ctx_t *ctx_get(void) {
+    if (!shared_busy) {
+        if (!shared_ctx.ready && !ctx_init(&shared_ctx)) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        shared_ctx.shared = 1;
+        shared_busy = 1;
+        return &shared_ctx;
+    }
+    ctx_t *c = malloc(sizeof *c);
+    if (!c || !ctx_init(c)) {
+        free(c);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    return c;
+}
+
+static void ctx_put(ctx_t *c) {
+    if (c == &shared_ctx) {
+        shared_busy = 0;
+        return;
+    }
+    ctx_free(c);
+    free(c);
+}
+
+/* A child forked while the helper threads exist has none of them: it starts afresh (the
+ * parent's buffers are left to it unfreed, their state unknown). */
+static void ctx_after_fork(void) {
+    memset(&shared_ctx, 0, sizeof shared_ctx);
+    shared_busy = 0;
+}
+
 static PyObject *dump(PyObject *self, PyObject *args) {
     int fd, out_fd;
     long long start, stop, file_size;
@@ -524,25 +642,27 @@ static PyObject *dump(PyObject *self, PyObject *args) {
             line_max += lists[l].into[i].n + 24;
         }
     }
-    helper_t helper;
-    reader_t r = {fd, &helper, read_buffer(), READ_BYTES, 0, 0};
+    if (line_max > OUT_SLACK) {
+        PyBuffer_Release(&tail_b);
+        return PyErr_Format(PyExc_ValueError, "literals too long");
+    }
+    ctx_t *ctx = ctx_get();
+    if (!ctx) {
+        PyBuffer_Release(&tail_b);
+        return NULL;
+    }
+    reader_t r = {fd, &ctx->helper, ctx->rbuf, ctx->rcap, 0, 0};
     out_t o;
     int64_t pos = start;
-    if (!r.buf || !out_open(&o, out_fd, OUT_BYTES + line_max)) {
-        free(r.buf);
-        free(o.bufs[0]);
-        free(o.bufs[1]);
-        PyBuffer_Release(&tail_b);
-        return PyErr_NoMemory();
-    }
+    out_open(&o, out_fd, ctx->obufs, &ctx->writer);
     static const lit T = {"true", 4}, F = {"false", 5}, NUL = {"null", 4};
     int err = 0;
     Py_BEGIN_ALLOW_THREADS
-    pending_t *group = malloc(sizeof(pending_t) * MAX_GROUP);
-    uint32_t *crc = malloc(sizeof(uint32_t) * MAX_GROUP);
+    pending_t *group = ctx->group;
+    uint32_t *crc = ctx->crc;
+    helper_t *helper = &ctx->helper;
     int ng = 0;
-    int done = !group || !crc;
-    helper_start(&helper);
+    int done = 0;
     while (!done) {
         /* frame the batches the buffer holds (reading more only for the first), check their CRCs
          * together, then write them: the CRCs of a big window are shared with a second thread */
@@ -569,7 +689,7 @@ static PyObject *dump(PyObject *self, PyObject *args) {
             p += (int64_t)entry;
         }
         for (int i = 0; i < ng; i++) group[i].h = r.buf + (group[i].pos - r.at);
-        crc_all(&helper, group, crc, ng);
+        crc_all(helper, group, crc, ng);
         for (int i = 0; i < ng; i++) {
             const unsigned char *h = group[i].h;
             uint32_t stored = be32(h + 17);
@@ -620,7 +740,7 @@ static PyObject *dump(PyObject *self, PyObject *args) {
             w = put_i64(put(w, keys[K_RECORD_COUNT]), record_count);
             w = put(put(w, keys[K_CONTROL_TYPE]), marker < 0 ? NUL : markers[marker]);
             w = put(w, keys[K_COORDINATOR_EPOCH]);
-            w = marker < 0 ? put(w, NUL) : put_i64(w, coordinator_epoch);
+            w = marker < 0 || marker > 1 ? put(w, NUL) : put_i64(w, coordinator_epoch);
             w = put(w, tail);
             o.len = (size_t)(w - o.buf);
             pos = group[i].pos + (int64_t)group[i].entry;
@@ -632,11 +752,10 @@ static PyObject *dump(PyObject *self, PyObject *args) {
         if (pos >= stop) done = 1;
     }
     err = out_close(&o);
-    helper_stop(&helper);
-    free(group);
-    free(crc);
     Py_END_ALLOW_THREADS
-    free(r.buf);
+    ctx->rbuf = r.buf; /* hold() may have grown it */
+    ctx->rcap = r.cap;
+    ctx_put(ctx);
     PyBuffer_Release(&tail_b);
     if (err) {
         errno = err;
@@ -645,9 +764,440 @@ static PyObject *dump(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(pos);
 }
 
+/* ---- records: `dump --records` of a data topic's segment ----
+ *
+ * records(fd, start, stop, file_size, out_fd, keys, end, inflate, fallback, lz4_library) walks
+ * the v2 batches from `start` as dump() frames them (without their CRC: the per-object path
+ * writes the records of a batch whatever its CRC, auditor.ingest.segments.iter_data_records),
+ * and writes one JSON line per record of every non-control batch, as
+ * auditor.cli.dump_run._records + json.dumps writes it. It returns where it stopped framing
+ * (a legacy entry, a cut tail, ...: the Python path goes on from there).
+ *
+ * A batch's records are walked as auditor.formats.records.iter_records reads them (Kafka 4.3.1's
+ * org.apache.kafka.common.record.internal.DefaultRecord.readFrom: length, attributes, timestamp
+ * and offset deltas, key, value, headers)
+ * and written only when all of them read cleanly and fill the batch exactly. Anything else -- a
+ * malformed record, bytes left over, an offset or timestamp past int64, a header key that is not
+ * UTF-8, a payload or codec this code does not decompress -- goes to `fallback(position)`, the
+ * Python decoder, for that one batch: it returns the batch's lines (those of the records before
+ * the failure), so a damaged batch dumps exactly as before.
+ *
+ * Decompression: lz4 here, with the LZ4 block decoder of the `lz4` package (LZ4_decompress_safe,
+ * looked up in the library `lz4_library()` names, the one auditor.formats.codecs uses) and the
+ * frame read as codecs._lz4_frame reads it (Kafka 4.3.1's org.apache.kafka.common.compress.
+ * Lz4BlockInputStream.readHeader / readBlock: FLG, BD, header checksum, blocks); the other codecs
+ * through `inflate(codec, payload)`, which is codecs.decompress. */
+
+#define MAX_PAYLOAD_BYTES (64 * 1024 * 1024) /* auditor/formats/batch.py: read_payload's limit */
+#define INFLATE_LIMIT (64 * 1024 * 1024)     /* auditor/formats/codecs.py: DEFAULT_INFLATE_LIMIT */
+#define HEADER_KEYS_MAX (64 * 1024)          /* JSON bytes of one record's header keys; more: Python */
+#define N_RKEYS 8
+
+typedef int (*lz4_safe_t)(const char *src, char *dst, int src_size, int dst_capacity);
+static lz4_safe_t lz4_safe;
+static int lz4_tried;
+
+/* xxHash32 (the LZ4 frame descriptor's checksum is its second byte) */
+static uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+static uint32_t xxh32(const unsigned char *p, size_t n, uint32_t seed) {
+    const uint32_t P1 = 2654435761u, P2 = 2246822519u, P3 = 3266489917u, P4 = 668265263u, P5 = 374761393u;
+    size_t i = 0;
+    uint32_t h;
+    if (n >= 16) {
+        uint32_t v[4] = {seed + P1 + P2, seed + P2, seed, seed - P1};
+        for (; i + 16 <= n; i += 16)
+            for (int k = 0; k < 4; k++) {
+                uint32_t lane;
+                memcpy(&lane, p + i + 4 * k, 4);
+                v[k] = rotl32(v[k] + lane * P2, 13) * P1;
+            }
+        h = rotl32(v[0], 1) + rotl32(v[1], 7) + rotl32(v[2], 12) + rotl32(v[3], 18);
+    } else {
+        h = seed + P5;
+    }
+    h += (uint32_t)n;
+    for (; i + 4 <= n; i += 4) {
+        uint32_t lane;
+        memcpy(&lane, p + i, 4);
+        h = rotl32(h + lane * P3, 17) * P4;
+    }
+    for (; i < n; i++) h = rotl32(h + p[i] * P5, 11) * P1;
+    h ^= h >> 15;
+    h *= P2;
+    h ^= h >> 13;
+    h *= P3;
+    h ^= h >> 16;
+    return h;
+}
+
+static int buf_room(buf_t *b, size_t n) {
+    if (b->len + n <= b->cap) return 1;
+    size_t cap = b->cap ? b->cap : 1 << 16;
+    while (cap < b->len + n) cap *= 2;
+    unsigned char *q = realloc(b->p, cap);
+    if (!q) return 0;
+    b->p = q;
+    b->cap = cap;
+    return 1;
+}
+
+static const size_t LZ4_BLOCK_MAX[8] = {0, 0, 0, 0, 64 << 10, 256 << 10, 1 << 20, 4 << 20};
+
+/* An LZ4 frame as codecs._lz4_frame reads it (magic >= 1: the header checksum is checked): into
+ * `out`; 0 when codecs._lz4_frame would raise (or the block decoder is missing). */
+static int lz4_frame(const unsigned char *d, size_t n, buf_t *out) {
+    out->len = 0;
+    if (!lz4_safe || n < 7) return 0;
+    uint32_t m;
+    memcpy(&m, d, 4);
+    if (m != 0x184D2204u) return 0; /* little-endian, as be32() assumes */
+    unsigned flg = d[4], bd = d[5];
+    if ((flg >> 6) != 1 || !(flg & 0x20)) return 0;
+    int block_checksum = (flg & 0x10) != 0;
+    size_t block_max = LZ4_BLOCK_MAX[(bd >> 4) & 7];
+    if (!block_max) return 0;
+    size_t pos = 6 + ((flg & 0x08) ? 8 : 0);
+    if (pos + 1 > n) return 0;
+    if (d[pos] != ((xxh32(d + 4, pos - 4, 0) >> 8) & 0xFF)) return 0;
+    pos++;
+    for (;;) {
+        if (pos + 4 > n) return 0;
+        uint32_t size;
+        memcpy(&size, d + pos, 4);
+        pos += 4;
+        if (size == 0) break;
+        int stored = (size & 0x80000000u) != 0;
+        size &= 0x7FFFFFFFu;
+        if (size > block_max || pos + size > n) return 0;
+        if (!buf_room(out, block_max)) return 0;
+        if (stored) {
+            memcpy(out->p + out->len, d + pos, size);
+            out->len += size;
+        } else {
+            int got = lz4_safe((const char *)d + pos, (char *)out->p + out->len, (int)size, (int)block_max);
+            if (got < 0) return 0;
+            out->len += (size_t)got;
+        }
+        if (out->len > INFLATE_LIMIT) return 0;
+        pos += size + (block_checksum ? 4 : 0);
+    }
+    return 1;
+}
+
+/* One header key as json.dumps writes it (ensure_ascii) after bytes.decode("utf-8", "replace"):
+ * its escaped length, and the text when `w` is given; (size_t)-1 when it is not valid UTF-8
+ * (the replacement characters are Python's to place). */
+static size_t json_key(const unsigned char *s, size_t n, char *w) {
+    static const char HEX[] = "0123456789abcdef";
+    size_t len = 2, i = 0;
+    char *o = w;
+    if (o) *o++ = '"';
+    while (i < n) {
+        uint32_t c = s[i];
+        size_t k;
+        if (c < 0x80) {
+            k = 1;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) return (size_t)-1;
+            c = (c & 0x1F) << 6 | (s[i + 1] & 0x3F);
+            k = 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            if (i + 2 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return (size_t)-1;
+            if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F)) return (size_t)-1; /* overlong, surrogate */
+            c = (c & 0x0F) << 12 | (uint32_t)(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
+            k = 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            if (i + 3 >= n || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80)
+                return (size_t)-1;
+            if ((c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] > 0x8F)) return (size_t)-1; /* overlong, past U+10FFFF */
+            c = (c & 0x07) << 18 | (uint32_t)(s[i + 1] & 0x3F) << 12 | (uint32_t)(s[i + 2] & 0x3F) << 6 | (s[i + 3] & 0x3F);
+            k = 4;
+        } else {
+            return (size_t)-1;
+        }
+        i += k;
+        char esc = 0;
+        switch (c) {
+        case '"': esc = '"'; break;
+        case '\\': esc = '\\'; break;
+        case '\b': esc = 'b'; break;
+        case '\f': esc = 'f'; break;
+        case '\n': esc = 'n'; break;
+        case '\r': esc = 'r'; break;
+        case '\t': esc = 't'; break;
+        }
+        if (esc) {
+            len += 2;
+            if (o) { *o++ = '\\'; *o++ = esc; }
+        } else if (c >= 0x20 && c <= 0x7E) {
+            len += 1;
+            if (o) *o++ = (char)c;
+        } else {
+            uint32_t units[2];
+            int nu = 1;
+            if (c >= 0x10000) {
+                uint32_t v = c - 0x10000;
+                units[0] = 0xD800 | (v >> 10);
+                units[1] = 0xDC00 | (v & 0x3FF);
+                nu = 2;
+            } else {
+                units[0] = c;
+            }
+            len += 6 * (size_t)nu;
+            if (o)
+                for (int u = 0; u < nu; u++) {
+                    *o++ = '\\';
+                    *o++ = 'u';
+                    *o++ = HEX[(units[u] >> 12) & 15];
+                    *o++ = HEX[(units[u] >> 8) & 15];
+                    *o++ = HEX[(units[u] >> 4) & 15];
+                    *o++ = HEX[units[u] & 15];
+                }
+        }
+    }
+    if (o) *o = '"';
+    return len;
+}
+
+struct rec {
+    int64_t offset, timestamp, sequence, key_size, value_size;
+    const unsigned char *headers; /* the header count's first byte */
+    int64_t n_headers;
+    size_t keys_json; /* bytes of the header keys' JSON list */
+};
+
+/* The records of one batch's (uncompressed) data, as iter_records yields them; 0 when it would
+ * raise or a value would not fit (Python decides that batch). */
+static int walk(const unsigned char *h, const unsigned char *d, size_t n, rec_t **recs, size_t *rcap, int32_t count) {
+    if (count < 0 || (size_t)count > n / 7 + 1) return 0; /* a record takes at least 7 bytes */
+    if ((size_t)count > *rcap) {
+        size_t cap = (size_t)count + 1024;
+        rec_t *r = realloc(*recs, cap * sizeof(rec_t));
+        if (!r) return 0;
+        *recs = r;
+        *rcap = cap;
+    }
+    uint16_t attr = be16(h + 21);
+    int log_append = (attr >> 3) & 1;
+    int64_t base_offset = (int64_t)be64(h), base_ts = (int64_t)be64(h + 27), max_ts = (int64_t)be64(h + 35);
+    int64_t base_seq = (int32_t)be32(h + 53);
+    const unsigned char *p = d, *end = d + n;
+    for (int32_t i = 0; i < count; i++) {
+        rec_t *r = *recs + i;
+        int64_t len, ts_delta, off_delta, klen, vlen, nh;
+        if (!varint(&p, end, 5, &len)) return 0;
+        const unsigned char *start = p;
+        if (len < 0 || len > end - p || p + 1 > end) return 0;
+        p++; /* attributes */
+        if (!varint(&p, end, 10, &ts_delta) || !varint(&p, end, 5, &off_delta)) return 0;
+        if (!varint(&p, end, 5, &klen)) return 0;
+        if (klen >= 0) {
+            if (klen > end - p) return 0;
+            p += klen;
+        }
+        if (!varint(&p, end, 5, &vlen)) return 0;
+        if (vlen >= 0) {
+            if (vlen > end - p) return 0;
+            p += vlen;
+        }
+        if (!varint(&p, end, 5, &nh) || nh < 0) return 0;
+        r->headers = p;
+        r->n_headers = nh;
+        size_t keys_json = 2;
+        for (int64_t k = 0; k < nh; k++) {
+            int64_t hk, hv;
+            if (!varint(&p, end, 5, &hk) || hk < 0 || hk > end - p) return 0;
+            size_t kj = json_key(p, (size_t)hk, NULL);
+            if (kj == (size_t)-1) return 0;
+            keys_json += kj + (k ? 2 : 0);
+            if (keys_json > HEADER_KEYS_MAX) return 0;
+            p += hk;
+            if (!varint(&p, end, 5, &hv)) return 0;
+            if (hv >= 0) {
+                if (hv > end - p) return 0;
+                p += hv;
+            }
+        }
+        if (p - start != len) return 0;
+        r->keys_json = keys_json;
+        if (__builtin_add_overflow(base_offset, off_delta, &r->offset)) return 0;
+        if (log_append) r->timestamp = max_ts;
+        else if (__builtin_add_overflow(base_ts, ts_delta, &r->timestamp)) return 0;
+        /* DefaultRecordBatch.incrementSequence, as auditor.formats.batch.increment_sequence */
+        if (base_seq < 0) r->sequence = -1;
+        else if (base_seq > INT32_MAX - off_delta) r->sequence = off_delta - (INT32_MAX - base_seq) - 1;
+        else r->sequence = base_seq + off_delta;
+        r->key_size = klen >= 0 ? klen : -1;
+        r->value_size = vlen >= 0 ? vlen : -1;
+    }
+    return p == end;
+}
+
+static int write_records(out_t *o, const rec_t *recs, int32_t count, const lit *keys, lit end_l, int64_t base_offset) {
+    for (int32_t i = 0; i < count; i++) {
+        const rec_t *r = recs + i;
+        char *w = o->buf + o->len;
+        w = put(w, keys[0]); /* with its value */
+        w = put_i64(put(w, keys[1]), r->offset);
+        w = put_i64(put(w, keys[2]), r->timestamp);
+        w = put_i64(put(w, keys[3]), r->sequence);
+        w = put_i64(put(w, keys[4]), r->key_size);
+        w = put_i64(put(w, keys[5]), r->value_size);
+        w = put(w, keys[6]);
+        *w++ = '[';
+        const unsigned char *p = r->headers;
+        for (int64_t k = 0; k < r->n_headers; k++) {
+            int64_t hk = 0, hv = -1;
+            varint(&p, p + 10, 5, &hk); /* read cleanly by walk() */
+            if (k) { *w++ = ','; *w++ = ' '; }
+            w += json_key(p, (size_t)hk, w);
+            p += hk;
+            varint(&p, p + 10, 5, &hv);
+            if (hv > 0) p += hv;
+        }
+        *w++ = ']';
+        w = put_i64(put(w, keys[7]), base_offset);
+        w = put(w, end_l);
+        o->len = (size_t)(w - o->buf);
+        if (o->len >= OUT_BYTES && out_flush(o)) return 0;
+    }
+    return 1;
+}
+
+static PyObject *records(PyObject *self, PyObject *args) {
+    int fd, out_fd;
+    long long start, stop, file_size;
+    PyObject *keys_o, *inflate, *fallback, *lz4_library;
+    Py_buffer end_b;
+    if (!PyArg_ParseTuple(args, "iLLLiO!y*OOO", &fd, &start, &stop, &file_size, &out_fd, &PyTuple_Type, &keys_o,
+                          &end_b, &inflate, &fallback, &lz4_library))
+        return NULL;
+    lit keys[N_RKEYS], end_l = {end_b.buf, (size_t)end_b.len};
+    size_t line_max = end_l.n + HEADER_KEYS_MAX + 8 * 24;
+    if (PyTuple_GET_SIZE(keys_o) != N_RKEYS) {
+        PyBuffer_Release(&end_b);
+        return PyErr_Format(PyExc_ValueError, "expected %d keys", N_RKEYS);
+    }
+    for (int i = 0; i < N_RKEYS; i++) {
+        PyObject *b = PyTuple_GET_ITEM(keys_o, i);
+        if (!PyBytes_Check(b)) {
+            PyBuffer_Release(&end_b);
+            return PyErr_Format(PyExc_TypeError, "literals must be bytes");
+        }
+        keys[i].p = PyBytes_AS_STRING(b);
+        keys[i].n = (size_t)PyBytes_GET_SIZE(b);
+        line_max += keys[i].n;
+    }
+    if (line_max > OUT_SLACK) {
+        PyBuffer_Release(&end_b);
+        return PyErr_Format(PyExc_ValueError, "literals too long");
+    }
+    ctx_t *ctx = ctx_get();
+    if (!ctx) {
+        PyBuffer_Release(&end_b);
+        return NULL;
+    }
+    reader_t r = {fd, &ctx->helper, ctx->rbuf, ctx->rcap, 0, 0};
+    out_t o;
+    out_open(&o, out_fd, ctx->obufs, &ctx->writer);
+    int64_t pos = start;
+    int err = 0;
+    PyObject *ft = NULL, *fv = NULL, *ftb = NULL; /* an exception of fallback(): raised once the output is settled */
+    while (pos < stop && !err) {
+        if (file_size - pos < V2_HEADER || !hold(&r, pos, V2_HEADER)) break;
+        const unsigned char *h = r.buf + (pos - r.at);
+        int32_t size = (int32_t)be32(h + 8);
+        if (h[16] != 2 || size < V2_HEADER - LOG_OVERHEAD || size > ABSURD_BATCH_BYTES) break;
+        size_t entry = (size_t)size + LOG_OVERHEAD;
+        if ((int64_t)entry > file_size - pos || !hold(&r, pos, entry)) break;
+        h = r.buf + (pos - r.at);
+        uint16_t attr = be16(h + 21);
+        int codec = attr & 7;
+        int32_t count = (int32_t)be32(h + 57);
+        if ((attr >> 5) & 1) { /* a control batch: no data records */
+            pos += (int64_t)entry;
+            continue;
+        }
+        const unsigned char *payload = h + V2_HEADER;
+        size_t plen = entry - V2_HEADER;
+        const unsigned char *data = NULL;
+        size_t dlen = 0;
+        PyObject *owned = NULL;
+        int ok = count >= 0 && plen <= MAX_PAYLOAD_BYTES;
+        if (ok && codec == 0) {
+            data = payload;
+            dlen = plen;
+        } else if (ok && codec == 3 && (lz4_safe || !lz4_tried)) {
+            if (!lz4_tried) {
+                lz4_tried = 1;
+                PyObject *path = PyObject_CallNoArgs(lz4_library);
+                if (path && PyUnicode_Check(path)) {
+                    void *lib = dlopen(PyUnicode_AsUTF8(path), RTLD_NOW | RTLD_LOCAL);
+                    if (lib) lz4_safe = (lz4_safe_t)dlsym(lib, "LZ4_decompress_safe");
+                }
+                Py_XDECREF(path);
+                PyErr_Clear();
+            }
+            ok = lz4_frame(payload, plen, &ctx->inflated);
+            data = ctx->inflated.p;
+            dlen = ctx->inflated.len;
+        } else if (ok && codec >= 1 && codec <= 4) {
+            owned = PyObject_CallFunction(inflate, "iy#", codec, (const char *)payload, (Py_ssize_t)plen);
+            if (owned && PyBytes_Check(owned)) {
+                data = (const unsigned char *)PyBytes_AS_STRING(owned);
+                dlen = (size_t)PyBytes_GET_SIZE(owned);
+            } else {
+                ok = 0;
+            }
+            PyErr_Clear(); /* a payload that does not decompress: Python's to judge, below */
+        } else {
+            ok = 0;
+        }
+        if (ok) ok = walk(h, data ? data : (const unsigned char *)"", dlen, &ctx->recs, &ctx->rcap_recs, count);
+        if (ok) {
+            if (!write_records(&o, ctx->recs, count, keys, end_l, (int64_t)be64(h))) err = 1;
+        } else {
+            PyObject *lines = PyObject_CallFunction(fallback, "L", (long long)pos);
+            if (!lines || !PyBytes_Check(lines)) {
+                Py_XDECREF(lines);
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "fallback must return bytes");
+                PyErr_Fetch(&ft, &fv, &ftb);
+                Py_XDECREF(owned);
+                break;
+            }
+            if (out_bytes(&o, PyBytes_AS_STRING(lines), (size_t)PyBytes_GET_SIZE(lines))) err = 1;
+            Py_DECREF(lines);
+        }
+        Py_XDECREF(owned);
+        pos += (int64_t)entry;
+    }
+    int werr;
+    Py_BEGIN_ALLOW_THREADS
+    werr = out_close(&o);
+    Py_END_ALLOW_THREADS
+    ctx->rbuf = r.buf;
+    ctx->rcap = r.cap;
+    ctx_put(ctx);
+    PyBuffer_Release(&end_b);
+    if (werr) {
+        Py_XDECREF(ft);
+        Py_XDECREF(fv);
+        Py_XDECREF(ftb);
+        errno = werr;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    if (ft) {
+        PyErr_Restore(ft, fv, ftb);
+        return NULL;
+    }
+    return PyLong_FromLongLong(pos);
+}
+
 static PyMethodDef methods[] = {
     {"dump", dump, METH_VARARGS,
      "dump(fd, start, stop, file_size, out_fd, keys, codecs, ts_types, markers, tail) -> position reached"},
+    {"records", records, METH_VARARGS,
+     "records(fd, start, stop, file_size, out_fd, keys, end, inflate, fallback, lz4_library) -> position reached"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -655,6 +1205,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_dumpv2", NULL, -1, 
 
 PyMODINIT_FUNC PyInit__dumpv2(void) {
     crc_init();
+    pthread_atfork(NULL, NULL, ctx_after_fork);
 #ifdef HAVE_HW_CRC
     __builtin_cpu_init();
     use_hw = __builtin_cpu_supports("sse4.2");

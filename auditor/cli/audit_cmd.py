@@ -23,7 +23,7 @@ import click
 from rich.markdown import Markdown
 from rich.table import Table
 
-from auditor.cli.console import err, out, safe, wide
+from auditor.cli.console import err, safe, wide
 from auditor.cli.ingest_cmd import check_inputs, input_uris, remote_store_option, verbose_option
 from auditor.cli.progress import StageProgress
 from auditor.cli.report_cmd import InputError, emit_report, exit_with, make_filters, report_options
@@ -92,12 +92,24 @@ def _small_tables(tables: str) -> bool:
         return False
 
 
+def _start_decode(plan, master):
+    """The local decode of ``plan`` (``ingest_job.start_local_decode``), started before Spark, when
+    the session will have a local master; else None (Spark decodes, or the tables are reused)."""
+    from auditor.engine.ingest_job import start_local_decode
+    from auditor.engine.session import embedded_local
+
+    return start_local_decode(plan) if embedded_local(master) else None
+
+
 def _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, progress):
     from auditor.engine.audit import audit
+    from auditor.engine.py4jcache import deferred_releases
 
     try:
-        return audit(spark, tables, options=_options(as_of, max_timeout_ms), only=list(rules), out=findings_out,
-                     progress=progress, report=True)
+        # the JVM objects the rules' query building drops are released after the audit, not during it
+        with deferred_releases(spark.sparkContext):
+            return audit(spark, tables, options=_options(as_of, max_timeout_ms), only=list(rules), out=findings_out,
+                         progress=progress, report=True)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -321,7 +333,14 @@ def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, mast
         tables_dir = str(tables_home() / digest[:16])
         _check_outputs(tables_dir)
     kept = _kept(Path(tables_dir), digest) if keep_tables else None
-    spark = _spark(master, confs, small_input=small_plan(plan))
+    # a small local input is decoded by processes of its own while the driver JVM starts
+    decoded = _start_decode(plan, master) if kept is None else None
+    try:
+        spark = _spark(master, confs, small_input=small_plan(plan))
+    except BaseException:
+        if decoded is not None:
+            decoded.close()
+        raise
     with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, StageProgress(err, not quiet) as prog:
         tdir = tables_dir or str(Path(tmp) / "tables")
         if kept is not None:
@@ -330,7 +349,7 @@ def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, mast
                 err.print(f"[dim]inputs unchanged since scan {safe(kept.get('run_id'))}: reusing the tables in "
                           f"{safe(tdir)}[/dim]")
         else:
-            res_in = ingest(spark, list(logdirs), tdir, progress=prog.ingest(plan), plan=plan)
+            res_in = ingest(spark, list(logdirs), tdir, progress=prog.ingest(plan), plan=plan, decoded=decoded)
             files = res_in.files
             if keep_tables:
                 _stamp(Path(tdir), digest, list(logdirs), res_in.run_id)

@@ -32,7 +32,7 @@ from auditor.errors import DecodeError
 from auditor.formats import jsonl_columns as jc
 from auditor.formats.batch import INT32_MAX, V2_HEADER, BatchHeader, LogProblem, increment_sequence
 from auditor.cli.dump_lines import (
-    CODEC_TOKENS as _CODEC_TOKENS, END as _END, KEYS as _KEYS, TS_TOKENS as _TS_TOKENS, TYPE as _TYPE,
+    CODEC_TOKENS as _CODEC_TOKENS, END as _END, KEYS as _KEYS, RKEYS as _RKEYS, TS_TOKENS as _TS_TOKENS, TYPE as _TYPE,
     tail as _line_tail)
 from auditor.formats.batch_columnar import (
     COLUMN_NAMES, MAX_WINDOW, TS_TYPE_NAMES, WINDOW, iter_header_windows, read_at,
@@ -45,8 +45,6 @@ _INT_COLUMNS = {
     "last_sequence", "record_count",
 }
 _BOOL_COLUMNS = {"crc_valid", "is_transactional", "is_control", "has_delete_horizon"}
-_RECORD_KEYS = ["type", "offset", "timestamp", "sequence", "key_size", "value_size", "header_keys", "batch_base_offset"]
-_RKEYS = {k: jc.key_literal(i == 0, k) for i, k in enumerate(_RECORD_KEYS)}
 
 
 def _problem(task: dict, kind: str, position: int, message: str) -> dict:
@@ -165,7 +163,7 @@ def write_batches(task: dict, out: BinaryIO) -> Iterator[dict]:
             chunks, pending = pending, []
             if chunks:
                 yield from _write_chunks(chunks, f, task, out, tail)
-        except Exception as exc:  # a decoder bug must not kill the whole dump
+        except Exception:  # a decoder bug must not kill the whole dump
             if pending:  # reading failed: what was decoded before is written first, as it was read
                 try:
                     yield from _write_chunks(pending, f, task, out, tail)

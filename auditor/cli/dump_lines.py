@@ -17,9 +17,14 @@ BATCH_KEYS = ["type", *COLUMN_NAMES, "control_type", "coordinator_epoch", "segme
 KEYS = {k: key_literal(i == 0, k) for i, k in enumerate(BATCH_KEYS)}
 CODEC_TOKENS = [token(n) for n in CODEC_NAMES]
 TS_TOKENS = [token(n) for n in TS_TYPE_NAMES]
-MARKER_TOKENS = [token(CONTROL_TYPES[t]) for t in (0, 1)]  # ABORT, COMMIT
+# a control batch's type, by its id: ABORT, COMMIT (markers, with a coordinator epoch), then KRaft's
+MARKER_TOKENS = [token(CONTROL_TYPES[t]) for t in range(len(CONTROL_TYPES))]
 TYPE = token("batch")
 END = b"}\n"
+# a record line (``dump --records`` of a data topic): dump_run.record_object's keys, in its order
+RECORD_KEYS = ["type", "offset", "timestamp", "sequence", "key_size", "value_size", "header_keys", "batch_base_offset"]
+RKEYS = {k: key_literal(i == 0, k) for i, k in enumerate(RECORD_KEYS)}
+RECORD_TYPE = token("record")
 
 
 def tail(task: dict) -> bytes:

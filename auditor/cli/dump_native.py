@@ -13,6 +13,13 @@ problem, so the output and the problems are what the Python path alone gives
 (tests/test_dump_native.py). The keys and tokens of a line are handed in from
 :mod:`auditor.cli.dump_lines`, checked against the order the extension writes.
 
+With ``--records``, :func:`write_records` writes the record lines of a data topic's segment the
+same way (issue 29): the extension walks each batch's records (lz4 decompressed by the ``lz4``
+package's block decoder, called from C; gzip, snappy and zstd by :func:`auditor.formats.codecs.decompress`,
+called back) and writes their lines; a batch it cannot vouch for is decoded by :func:`one_batch`
+(the per-object decoder, for that batch only), and where it cannot frame an entry it stops and
+:mod:`auditor.cli.dump_fast` carries on.
+
 The extension is built by ``pip install`` where a C compiler is found (setup.py);
 without it (or with ``TXN_AUDIT_NATIVE=0``), :func:`available` is False and
 ``dump`` takes the Python path.
@@ -72,3 +79,56 @@ def write_batches(task: dict, out_fd: int) -> int:
         size = int(task["size"])
         return native.dump(f.fileno(), 0, size, size, out_fd, keys, tuple(dl.CODEC_TOKENS), tuple(dl.TS_TOKENS[:2]),
                            tuple(dl.MARKER_TOKENS), dl.tail(task))
+
+
+def write_records(task: dict, out_fd: int) -> int:
+    """Write the record lines of ``task``'s segment (a data topic's: dump_run._records' objects)
+    from its start to ``out_fd``, for as long as the extension can frame its entries; returns
+    the position where the Python path must go on (``task["size"]`` when it wrote them all)."""
+    from auditor.formats.codecs import decompress
+    from auditor.ingest.storage import open_regular
+
+    native = _native()
+    try:
+        f = open_regular(task["path"])
+    except OSError:
+        return 0
+    with f:
+        size = int(task["size"])
+        keys = tuple(dl.RKEYS[k] for k in dl.RECORD_KEYS)
+        keys = (keys[0] + dl.RECORD_TYPE, *keys[1:])  # the type key with its value
+        return native.records(f.fileno(), 0, size, size, out_fd, keys, dl.END, decompress,
+                              lambda pos: one_batch(f, size, pos), _lz4_library)
+
+
+def one_batch(f, size: int, pos: int) -> bytes:
+    """The record lines of the batch at ``pos``, as the per-object path writes them
+    (:func:`auditor.cli.dump_run._records`: the records ``iter_records`` yields before it fails,
+    if it does)."""
+    import json
+
+    from auditor.cli.dump_run import record_object
+    from auditor.errors import DecodeError
+    from auditor.formats.batch import BatchHeader, iter_segment, read_payload
+    from auditor.formats.records import iter_records
+
+    h = next(iter_segment(f, start=pos, end=pos + 1, file_size=size, verify_crc=False), None)
+    if not isinstance(h, BatchHeader) or h.is_control or (h.magic < 2 and h.record_count < 0):
+        return b""
+    lines = []
+    try:
+        for rec in iter_records(h, read_payload(f, h)):
+            lines.append(json.dumps(record_object(h, rec)) + "\n")
+    except DecodeError:
+        pass
+    return "".join(lines).encode()
+
+
+def _lz4_library() -> "str | None":
+    """The file of the ``lz4`` package's block module (which holds LZ4_decompress_safe, the decoder
+    :mod:`auditor.formats.codecs` uses), or None."""
+    try:
+        from lz4.block import _block
+    except ImportError:
+        return None
+    return getattr(_block, "__file__", None)

@@ -36,8 +36,23 @@ _INTERNAL = ("__transaction_state", "__consumer_offsets", "__cluster_metadata", 
 _TABLE_COLUMNS = {key: name for name, key in TABLE_FIELDS + MARKER_FIELDS}
 
 
+def record_object(h, rec) -> dict:
+    """One record of a data topic's batch ``h``: what Kafka's DumpLogSegments prints of it with
+    ``--deep-iteration`` (offset, timestamp, sizes, sequence, header keys), payloads left out."""
+    return {
+        "type": "record",
+        "offset": rec.offset,
+        "timestamp": rec.timestamp,
+        "sequence": rec.sequence,
+        "key_size": -1 if rec.key is None else len(rec.key),
+        "value_size": -1 if rec.value is None else len(rec.value),
+        "header_keys": [k for k, _ in rec.headers],
+        "batch_base_offset": h.base_offset,
+    }
+
+
 def _records(task: dict) -> Iterator[dict]:
-    """Generic per-record objects (offset, timestamp, sizes, sequence, header keys)."""
+    """Generic per-record objects (:func:`record_object`)."""
     from auditor.ingest import segments
     from auditor.ingest.storage import open_regular
 
@@ -45,17 +60,7 @@ def _records(task: dict) -> Iterator[dict]:
         for item in segments.iter_data_records(f, task["size"]):
             if not isinstance(item, tuple):
                 continue  # problems are reported by the batch pass
-            h, rec = item
-            yield {
-                "type": "record",
-                "offset": rec.offset,
-                "timestamp": rec.timestamp,
-                "sequence": rec.sequence,
-                "key_size": -1 if rec.key is None else len(rec.key),
-                "value_size": -1 if rec.value is None else len(rec.value),
-                "header_keys": [k for k, _ in rec.headers],
-                "batch_base_offset": h.base_offset,
-            }
+            yield record_object(*item)
 
 
 def _table_objects(task: dict, name: str, spec) -> Iterator[dict]:
@@ -97,10 +102,11 @@ def _fast_items(task: dict, with_records: bool, out) -> Iterator[dict]:
 
     start = 0
     fd = _descriptor(out)
-    if fd is not None and dump_native.applies(task):
+    native = fd is not None and dump_native.applies(task)
+    if native:
         out.flush()  # what is queued goes out first: the extension writes to the descriptor itself
         start = dump_native.write_batches(task, fd)
-    if start < task["size"] or task["kind"] != "segment" or with_records:
+    if start < task["size"] or task["kind"] != "segment" or (with_records and not native):
         _import_numpy_single_threaded()
         from auditor.cli import dump_fast
 
@@ -115,7 +121,15 @@ def _fast_items(task: dict, with_records: bool, out) -> Iterator[dict]:
             if name != "batches" and spec.accepts(task):
                 yield from _table_objects(task, name, spec)
     if with_records and task.get("topic") not in _INTERNAL:
-        dump_fast.write_records(task, out)
+        start = 0
+        if native:
+            out.flush()
+            start = dump_native.write_records(task, fd)
+        if start < task["size"]:
+            _import_numpy_single_threaded()
+            from auditor.cli import dump_fast
+
+            dump_fast.write_records({**task, "range_start": start} if start else task, out)
 
 
 def _descriptor(out) -> "int | None":

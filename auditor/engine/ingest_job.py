@@ -2,7 +2,10 @@
 
 One ``mapInArrow`` stage decodes every file for every table that accepts it
 (:mod:`auditor.ingest.envelope`): data rows, problem rows and per-file counts
-come from that one decode. All tables of a run are written under a sibling staging directory
+come from that one decode. A small input of local files under a local master
+is decoded by the same function in processes of the driver's own instead
+(:mod:`auditor.ingest.local_decode`: no Spark job, and ``scan`` starts it
+before the JVM). All tables of a run are written under a sibling staging directory
 and swapped in by renames only when every table is complete, so a run killed at
 any point leaves either the previous tables or the new ones, never a half-written
 mix that a re-run would add to.
@@ -27,12 +30,14 @@ from auditor.ingest import envelope
 from auditor.ingest.context import TASK_SCHEMA
 from auditor.ingest.coverage import not_given
 from auditor.ingest.inventory import FILES_SCHEMA, build_inventory
+from auditor.ingest.local_decode import LocalDecode, all_local
 from auditor.ingest.plan import DEFAULT_SPLIT_BYTES, Plan, make_plan
 from auditor.ingest.storage import normalize
 from auditor.ingest.tables import TABLES
 
-# inputs up to this many bytes are decoded in one Spark job and their tables written by the
-# driver: an interactive scan pays no per-table Spark jobs (decoded rows stay well under 1 GiB)
+# inputs up to this many bytes are decoded into the driver (in local processes, or in one Spark job)
+# and their tables written by it: an interactive scan pays no per-table Spark jobs (decoded rows stay
+# well under 1 GiB)
 SMALL_INPUT_BYTES = 64 * 1024 * 1024
 # in a larger input, tables of at most this many rows are still written by the driver (one job for all)
 DRIVER_TABLE_ROWS = 100_000
@@ -128,6 +133,32 @@ def _small(tasks: list[dict], small_input_bytes: int) -> bool:
     return sum(_task_bytes(t) for t in tasks) <= small_input_bytes
 
 
+def _decoded_tasks(plan: Plan, names: list[str]) -> list[dict]:
+    """The tasks of ``plan`` some table of ``names`` decodes."""
+    return [t for t in plan.tasks if any(TABLES[n].accepts(t) for n in names)]
+
+
+def start_local_decode(plan: Plan, tables: list[str] | None = None,
+                       small_input_bytes: int = SMALL_INPUT_BYTES) -> LocalDecode | None:
+    """Start decoding ``plan`` in local processes now (:mod:`auditor.ingest.local_decode`), for
+    :func:`ingest` to take as ``decoded``: ``scan`` calls it before it starts Spark, so the decode
+    runs while the driver JVM starts. None when the input is not one :func:`ingest` decodes
+    locally (larger than ``small_input_bytes``, or read through a remote store). The caller must
+    also know that its session's master is local (``session.embedded_local``)."""
+    names = tables or list(TABLES)
+    tasks = _decoded_tasks(plan, names)
+    if not tasks or not _small(tasks, small_input_bytes) or not all_local(tasks):
+        return None
+    return LocalDecode(tasks, names)
+
+
+def _local_master(spark) -> bool:
+    try:
+        return str(spark.sparkContext.master).startswith("local")
+    except Exception:  # noqa: BLE001 - not a classic session: let Spark decode
+        return False
+
+
 def ingest(
     spark,
     inputs: list[str],
@@ -138,25 +169,40 @@ def ingest(
     small_input_bytes: int = SMALL_INPUT_BYTES,
     progress: Callable[[str, int, int], None] | None = None,
     plan: Plan | None = None,
+    decoded: LocalDecode | None = None,
 ) -> IngestResult:
     """Decode ``inputs`` into Parquet tables under ``out`` (replacing what was there).
 
-    One Spark job decodes every file for every table. An input of at most
-    ``small_input_bytes`` is brought to the driver in that job and its tables
-    written with pyarrow (no further job); a larger one is persisted, its tables
-    of at most ``DRIVER_TABLE_ROWS`` rows brought to the driver in one job, and
-    each larger table written by Spark from the persisted decode.
+    An input of at most ``small_input_bytes`` is decoded into the driver and its
+    tables written with pyarrow: in local processes (:mod:`auditor.ingest.local_decode`,
+    no Spark job) when its files are local and the session's master is local, else in
+    one Spark job. A larger one is decoded by one Spark job for every table and
+    persisted, its tables of at most ``DRIVER_TABLE_ROWS`` rows brought to the driver
+    in one job, and each larger table written by Spark from the persisted decode.
 
     ``plan``: the files and tasks of ``inputs`` when the caller made them already
     (``scan`` sizes its input before it starts Spark: :func:`input_bytes`).
+    ``decoded``: the local decode of ``plan`` the caller started already
+    (:func:`start_local_decode`, same ``tables``); taken over (closed) here.
     """
-    from pyspark import StorageLevel
-
     t0 = time.monotonic()
     run_id = new_run_id()
     plan = plan if plan is not None else make_plan(inputs, split_bytes)
     names = tables or list(TABLES)
-    tasks = [t for t in plan.tasks if any(TABLES[n].accepts(t) for n in names)]
+    tasks = _decoded_tasks(plan, names)
+    if decoded is not None and (decoded.names != names or decoded.tasks != tasks):
+        decoded.close()
+        raise ValueError("ingest: the local decode given was started for other tables or tasks")
+    try:
+        return _ingest(spark, inputs, out, run_id, t0, plan, names, tasks, small_input_bytes, progress, decoded)
+    finally:
+        if decoded is not None:
+            decoded.close()  # already done unless the decode did not take it (or failed)
+
+
+def _ingest(spark, inputs, out, run_id, t0, plan, names, tasks, small_input_bytes, progress, decoded) -> IngestResult:
+    from pyspark import StorageLevel
+
     stage_seconds: dict[str, float] = {}
     with staged(out, run_id) as staging:
         if progress:
@@ -165,7 +211,12 @@ def ingest(
         summary = envelope.Summary()
         written: set[str] = set()
         if tasks and _small(tasks, small_input_bytes):
-            env = decode_envelope(spark, tasks, names, small=True).toArrow()  # the one job
+            if decoded is None and all_local(tasks) and _local_master(spark):
+                decoded = LocalDecode(tasks, names)
+            if decoded is not None:
+                env = decoded.result()  # no Spark job
+            else:
+                env = decode_envelope(spark, tasks, names, small=True).toArrow()  # the one job
             stage_seconds["decode"] = round(time.monotonic() - ts, 3)
             ts = time.monotonic()
             if progress:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Mapping
 
@@ -45,6 +46,12 @@ _DELTA_JAR_NAMES = (f"delta-spark_2.13-{DELTA_VERSION}.jar", f"delta-storage-{DE
 # 22 of the driver JVM's 41 CPU-s). C1 alone compiles quickly into code that is good enough for
 # that; a large input keeps C2, whose code the long scans and sorts need.
 SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+# Spark 4.0 renders every SQL execution's plan for its UI, UI or not (SQLExecution.withNewExecutionId0
+# calls QueryExecution.explainString with spark.sql.ui.explainMode), in the "formatted" mode by
+# default: a second walk of the plan numbering operators and listing each one's details. A small
+# input's scan runs ~15 executions of large plans and has no UI: the one-tree "simple" rendering is
+# enough for the event log (3-5% of the driver's samples in a JFR profile of a capture's audit).
+SMALL_INPUT_CONF = {"spark.sql.ui.explainMode": "simple"}
 
 _LOCAL_DEFAULTS = {
     "spark.ui.enabled": "false",
@@ -129,11 +136,30 @@ def _launch_quiet(master: str, app_name: str, settings: Mapping[str, str]) -> No
         conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name)
         for k, v in settings.items():
             conf.set(k, v)
+        preload = threading.Thread(target=_preload_converters, name="txn-audit-preload", daemon=True)
+        preload.start()  # while this thread waits for the JVM to start
         try:
             SparkContext._gateway = launch_gateway(conf, popen_kwargs={"stdout": fh, "stderr": fh})
         finally:
             fh.close()  # the JVM holds its own descriptors
+            preload.join()
         SparkContext._jvm = SparkContext._gateway.jvm
+
+
+def _preload_converters() -> None:
+    """Import what PySpark's Py4J argument converters import at the session's first JVM call.
+
+    Why: PySpark registers a numpy converter with Py4J (``pyspark.sql.types.NumpyArrayConverter``)
+    whose ``can_convert``, asked about every argument of every call, imports ``pyspark.testing.utils``
+    -- and with it pandas and numpy -- the first time: 0.23 CPU-s and 0.66-0.8 s of wall time on a
+    busy machine, on the main thread, in the middle of the session's start. Launching the JVM is
+    the main thread waiting for the JVM to write its port (``launch_gateway`` polls a file), so the
+    import is done then, on this thread. Anything failing here fails again, visibly, where PySpark
+    imports it."""
+    try:
+        import pyspark.testing.utils  # noqa: F401
+    except Exception:  # noqa: BLE001 - PySpark's own import reports it
+        pass
 
 
 def delta_jars_dir() -> Path:
@@ -243,6 +269,8 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
     if resolved.startswith("local"):
         # one shuffle partition per core: per-task overhead dominates on a single host
         settings["spark.sql.shuffle.partitions"] = str(os.cpu_count() or 2)
+    if small_input and resolved.startswith("local"):
+        settings.update(SMALL_INPUT_CONF)
     settings.update(conf or {})
     jars = delta_jars() if delta else []
     if jars:
@@ -264,6 +292,20 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("TXN_AUDIT_SPARK_LOG_LEVEL", "ERROR"))
     return _driver_ready(spark)
+
+
+def embedded_local(master: str | None = None) -> bool:
+    """Will :func:`get_spark` (``master``) give a session whose master is local -- its executors
+    in this machine's driver JVM? An active session answers for itself; under spark-submit the
+    answer is no (its master is not known before the session is there)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return str(active.sparkContext.master).startswith("local")
+    if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:
+        return False
+    return (master or os.environ.get("TXN_AUDIT_SPARK_MASTER", "local[*]")).startswith("local")
 
 
 def _driver_ready(spark):

@@ -171,6 +171,15 @@ class AuditContext:
         """
         if name not in self._tables:
             df = self._live_table(name)
+            if name == "producer_snapshots" and "remote_segment_id" in df.columns:
+                # tiered storage: a remote segment's producer snapshot sits at the segment's end + 1
+                from auditor.model.livelog import local_log_starts
+                from auditor.model.remote import snapshot_offsets, with_remote_snapshot_offsets
+
+                files = self.small_rows("files", ("path", "log_dir", "topic", "partition", "dir_status", "kind",
+                                                  "base_offset")) or []
+                starts = local_log_starts(files, self.live_log) if self.live_log is not None else None
+                df = with_remote_snapshot_offsets(df, snapshot_offsets(self.remote_metadata), REPLICA, starts)
             self._tables[name] = df.coalesce(1) if self.single_partition else df
         return self._tables[name]
 
@@ -230,12 +239,15 @@ class AuditContext:
 
             nxt = {r["file"]: r["n"] for r in self.load("batches").where(F.col("file").isin(swaps)).groupBy("file")
                    .agg((F.max("last_offset") + 1).alias("n")).collect()}
-        readable = None
+        readable, outside = None, None
         if any(r.get("dir_status") == "remote" for r in rows) and self.remote_metadata:
-            from auditor.model.remote import readable_segment_ids
+            from auditor.model import remote
 
-            readable = readable_segment_ids(self.remote_metadata)
-        return decide(rows, recovery_points=recovery, next_offsets=nxt, readable_remote_segments=readable)
+            readable = remote.readable_segment_ids(self.remote_metadata)
+            epochs = self.small_rows("leader_epochs", ("log_dir", "topic", "partition", "leader_epoch", "start_offset"))
+            outside = remote.outside_lineage(self.remote_metadata, *remote.replica_lineages(rows, epochs or []))
+        return decide(rows, recovery_points=recovery, next_offsets=nxt, readable_remote_segments=readable,
+                      remote_outside_lineage=outside)
 
     def small_rows(self, name: str, columns: tuple[str, ...]) -> list[dict] | None:
         """The rows of a small table (the inventory, checkpoints) as dicts, with those
@@ -520,7 +532,7 @@ class AuditContext:
 
         cols = ("cluster_id", "log_dir", "partition", "offset", "api_key", "topic", "topic_id", "log_partition",
                 "segment_id", "start_offset", "end_offset", "max_timestamp_ms", "event_timestamp_ms",
-                "segment_size_in_bytes", "state", "state_id")
+                "segment_size_in_bytes", "state", "state_id", "segment_leader_epochs")
         rows = self.small_rows("remote_log_segments", cols) or []
         for r in rows:
             r["cluster_id"] = cluster_key(r.get("cluster_id"), r.get("log_dir"))

@@ -34,7 +34,11 @@ version prints its own layout (taken from the tool's print code):
   which prints no start timestamp); tombstones print ``<DELETE>``. 4.3.1's decoder throws on
   a record of another topic, so ``__transaction_state`` is best dumped in a run of its own;
 * ``__cluster_metadata`` records printed through ``--cluster-metadata-decoder`` (3.x/4.x
-  ``ClusterMetadataLogMessageParser``): the generated record's JSON with its type name.
+  ``ClusterMetadataLogMessageParser``): the generated record's JSON with its type name. A KRaft
+  snapshot (``<end offset>-<epoch>.checkpoint``) is dumped the same way after the line
+  ``Snapshot end offset: N, epoch: E`` (``DumpLogSegments.dumpLog`` reads it with
+  ``FileRawSnapshotReader``); its ``SnapshotHeader``/``SnapshotFooter`` control records print
+  their JSON after the type name.
   Raw payloads (``--print-data-log`` without the decoder) are not decoded.
 
 What the text cannot carry — record bytes, the batch's first timestamp, attributes
@@ -78,7 +82,9 @@ _RECORD_SIZES = re.compile(r"keySize: (?P<k>-?\d+) valueSize: (?P<v>-?\d+)")
 _RECORD_SEQ = re.compile(r" sequence: (?P<seq>-?\d+) headerKeys: \[(?P<hk>.*?)\](?= |$)")
 _MARKER = re.compile(r" endTxnMarker: (?P<type>COMMIT|ABORT) coordinatorEpoch: (?P<ce>-?\d+)")
 _CONTROL_OTHER = re.compile(r" (?:controlType: (?P<ct>\S+)|(?P<kraft>LeaderChange|SnapshotHeader|SnapshotFooter|KRaftVersion|KRaftVoters): )")
-_START = re.compile(r"^(?:Log s|S)tarting offset: -?\d+$")
+# the header line of a segment (2.8 ``Starting offset``, 3.x/4.x ``Log starting offset``) or, for a KRaft
+# ``.checkpoint``, ``Snapshot end offset: N, epoch: E`` (DumpLogSegments.dumpLog, 3.x/4.x)
+_START = re.compile(r"^(?:(?:Log s|S)tarting offset: -?\d+|Snapshot end offset: -?\d+, epoch: -?\d+)$")
 # dumpLog's last line for a segment whose tail holds no valid batch (a torn write, a preallocated zero tail)
 _INVALID_TAIL = re.compile(r"^Found (?P<n>\d+) invalid bytes at the end of (?P<name>.+)$")
 _TXN_KEY_V3 = re.compile(r"^transaction_metadata::transactionalId=(?P<id>.*)$")
@@ -452,4 +458,71 @@ def decode_metadata_text(tail: str) -> dict | None:
     if api_key is not None:
         row["data_json"] = _dumps(v["data"])
         _fill_typed(api_key, v["data"], row)
+    return row
+
+
+# -- __consumer_offsets offset commits as --offsets-decoder prints them ------------------------------
+
+_OFFSET_KEY_V3 = re.compile(r"^offset_commit::group=(?P<rest>.*)$")
+_OFFSET_VALUE_V3 = re.compile(r"^offset=(?P<offset>-?\d+)(?:,metadata=(?P<metadata>.*))?$")
+_OFFSET_COMMIT_KEY_TYPES = (0, 1)  # OffsetCommitKey versions (CoordinatorRecordType OFFSET_COMMIT, legacy 0)
+
+
+def decode_offsets_text(tail: str) -> dict | None:
+    """An ``offset_commits`` row (:data:`auditor.formats.consumer_offsets.OFFSET_COMMIT_COLUMNS`) from
+    a ``__consumer_offsets`` record printed by ``--offsets-decoder``, or None for a record of another
+    kind (group metadata, the newer group protocols' records) or printed raw.
+
+    * 4.x (``OffsetsMessageParser``, a ``CoordinatorRecordMessageParser``, Kafka 4.3.1): the
+      generated ``OffsetCommitKey``/``OffsetCommitValue`` JSON, ``{"type": "1", "data": {...}}`` and
+      ``{"version": "3", "data": {...}}``: every field but unknown tagged ones;
+    * 2.8/3.x (``GroupMetadataManager.formatRecordKeyAndValue``, 3.5.2):
+      ``offset_commit::group=G,partition=T-P`` and ``offset=N`` or ``offset=N,metadata=M`` (metadata
+      only when not empty): the group, partition, offset and metadata; versions, leader epoch and
+      timestamps are not printed (null).
+
+    A tombstone prints ``<DELETE>``. Raises ValueError for a decoded form it cannot read."""
+    key, payload = _split_data(tail)
+    if key is None:
+        return None
+    row: dict = {"record_type": "offset_commit", "key_version": None, "group_id": None, "topic": None,
+                 "partition": None, "value_version": None, "is_tombstone": False, "committed_offset": None,
+                 "committed_leader_epoch": None, "committed_metadata": None, "commit_timestamp_ms": None,
+                 "expire_timestamp_ms": None, "unknown_tags_json": None}
+    if key.startswith("{"):
+        k, _ = json.JSONDecoder().raw_decode(key)
+        if int(k["type"]) not in _OFFSET_COMMIT_KEY_TYPES:
+            return None
+        kd = k["data"]
+        row.update(key_version=int(k["type"]), group_id=kd["group"], topic=kd["topic"], partition=int(kd["partition"]))
+        if payload is None or payload.startswith("<DELETE>"):
+            row["is_tombstone"] = True
+            return row
+        v, _ = json.JSONDecoder().raw_decode(payload)
+        d = v["data"]
+        # fields of a newer schema than the decoder's (4.4's tagged topicId): the text names them, not their
+        # tags, so they are kept by name (the segment decoder keeps them by tag number)
+        extra = {n: x for n, x in d.items()
+                 if n not in ("offset", "leaderEpoch", "metadata", "commitTimestamp", "expireTimestamp")}
+        row["unknown_tags_json"] = json.dumps(extra, sort_keys=True) if extra else None
+        row.update(value_version=int(v["version"]), committed_offset=d["offset"],
+                   committed_leader_epoch=d.get("leaderEpoch", -1) if int(v["version"]) >= 3 else None,
+                   committed_metadata=d.get("metadata"), commit_timestamp_ms=d["commitTimestamp"],
+                   expire_timestamp_ms=d.get("expireTimestamp") if int(v["version"]) == 1 else None)
+        return row
+    mk = _OFFSET_KEY_V3.match(key)
+    if mk is None:
+        return None
+    group, sep, tp = mk.group("rest").rpartition(",partition=")
+    m = _TOPIC_PART.match(tp) if sep else None
+    if m is None:
+        raise ValueError(f"offset commit key {key!r} names no topic-partition")
+    row.update(group_id=group, topic=m.group("topic"), partition=int(m.group("partition")))
+    if payload is None or payload.startswith("<DELETE>"):
+        row["is_tombstone"] = True
+        return row
+    mv = _OFFSET_VALUE_V3.match(payload)
+    if mv is None:
+        raise ValueError(f"offset commit of {group!r} not in the decoder's layout")
+    row.update(committed_offset=int(mv.group("offset")), committed_metadata=mv.group("metadata") or "")
     return row

@@ -10,7 +10,7 @@ tell which topics exist (``TopicRecord``), where partitions live
 topics are configured (``ConfigRecord``: ``cleanup.policy`` decides whether
 missing offsets are compaction or loss).
 
-Value framing (kafka-facts §5): ``uvarint frameVersion`` (must be 1),
+Value framing (docs/on-disk-format.md §5.1): ``uvarint frameVersion`` (must be 1),
 ``uvarint apiKey``, ``uvarint recordVersion``, then the flexible message body,
 and nothing after it. A record whose api key (or version) has no schema here is
 *not* an error: newer brokers add record types all the time, so such records

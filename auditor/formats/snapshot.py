@@ -63,6 +63,13 @@ COLUMNS: list[pa.Field] = [
     pa.field("coordinator_epoch", pa.int32()),
     pa.field("current_txn_first_offset", pa.int64()),
     pa.field("crc_valid", pa.bool_()),
+    # tiered storage (KIP-405): the remote segment whose upload carried this snapshot (null for a
+    # local .snapshot). Its file name holds the segment's start offset, not the snapshot's: the
+    # snapshot offset is the segment's end offset + 1 (RemoteLogManager.RLMCopyTask.copyLogSegment,
+    # Kafka 4.3.1, uploads ProducerStateManager.fetchSnapshot(nextSegmentBaseOffset) and records
+    # endOffset = nextSegmentBaseOffset - 1), which only __remote_log_metadata gives
+    # (auditor.model.remote.snapshot_offsets); snapshot_offset stays null in the table
+    pa.field("remote_segment_id", pa.string()),
 ]
 
 

@@ -7,7 +7,7 @@ only offline way to know what the coordinator believed about a transaction, so
 the auditor can compare it with what the data partitions hold (markers, open
 transactions pinning the LSO).
 
-Framing (kafka-facts §4): key = int16 version prefix + TransactionLogKey v0;
+Framing (docs/on-disk-format.md §4): key = int16 version prefix + TransactionLogKey v0;
 value = int16 version prefix + TransactionLogValue v0 (non-flexible) or v1
 (flexible, with tagged fields); a null value is a tombstone (the id expired).
 
@@ -76,7 +76,7 @@ TRANSACTION_STATES: dict[int, str] = {
     7: "PrepareEpochFence",
 }
 
-# Which states may directly precede each state (kafka-facts §4). PrepareAbort
+# Which states may directly precede each state (docs/on-disk-format.md §4). PrepareAbort
 # after Empty/Complete* only happens with transaction.version 2 (later trunk).
 VALID_PREVIOUS_STATES: dict[str, frozenset[str]] = {
     "Empty": frozenset({"Empty", "CompleteCommit", "CompleteAbort"}),

@@ -1,7 +1,7 @@
 """The ZooKeeper-era producer-id block: znode ``/latest_producer_id_block``.
 
 Before KRaft, producer ids were handed out in blocks of 1000 recorded in one
-znode (kafka-facts §5): ``{"version":1,"broker":<int>,"block_start":"<long>",
+znode (docs/on-disk-format.md §5.3): ``{"version":1,"broker":<int>,"block_start":"<long>",
 "block_end":"<long>"}``, both ends inclusive, numbers written as strings. The
 znode only holds the *latest* grant, so an operator who exported it lets the
 auditor check that every producer id seen on disk lies below ``block_end + 1``

@@ -41,8 +41,12 @@ TEXT_KIND = "dump-log-text"
 DEEP_KIND = "dumped-segment"
 BATCHES_KIND = "dumped-segment-batches"
 OTHER_KIND = "dumped-other"
-SEGMENT_KINDS = (DEEP_KIND, BATCHES_KIND)
-# internal topics whose records are not decoded from text (the tool's --offsets-decoder output is not read)
+# a KRaft snapshot (``.checkpoint``) of __cluster_metadata dumped with its records: read like a binary one
+# (batches with source kraft-snapshot, metadata_records with source snapshot)
+SNAPSHOT_KIND = "dumped-kraft-snapshot"
+SEGMENT_KINDS = (DEEP_KIND, BATCHES_KIND, SNAPSHOT_KIND)
+# internal topics whose records are decoded from text only in part: of __consumer_offsets, the offset
+# commits --offsets-decoder prints (group metadata and the newer group records are not read from text)
 UNDECODED_TOPICS = ("__consumer_offsets",)
 
 
@@ -97,8 +101,12 @@ def _block_row(text: FileInfo, s: dt.Section, repeated: bool) -> FileInfo:
     out_kind = OTHER_KIND
     if repeated:
         note += f": {dumped} was dumped earlier in this text: not read again"
+    elif kind == "kraft-snapshot" and parsed:
+        out_kind = SNAPSHOT_KIND  # base: the snapshot's end offset (the file name's)
+        if s.record_lines == 0:
+            note += ": dumped without --deep-iteration: its records are not in the text (batches only)"
     elif kind != "segment":
-        note += f": a dump of a {kind} file: only segments are read from kafka-dump-log text"
+        note += f": a dump of a {kind} file: only segments and KRaft snapshots are read from kafka-dump-log text"
     elif not parsed:
         note += ": the dumped path names no partition directory (<topic>-<partition>): topic and partition unknown, not read"
     else:
@@ -111,7 +119,8 @@ def _block_row(text: FileInfo, s: dt.Section, repeated: bool) -> FileInfo:
         elif s.record_lines == 0 and s.batch_lines:
             note += ": dumped without --deep-iteration (batch lines only; no control batches)"
         if topic in UNDECODED_TOPICS:
-            note += f": {topic} records are not decoded from text (batches only)"
+            note += (f": of {topic} only offset commits printed by --offsets-decoder are read from text "
+                     "(group metadata and group records are not)")
     row = FileInfo(path, text.input_root, log_dir, topic, partition, dir_status, out_kind, fstatus, base, None,
                    s.end - s.start, text.mtime_ms, note=note)
     # the model keys a replica by its broker id, which the text does not carry: -1, Kafka's "no broker"
@@ -194,7 +203,7 @@ def decode_batches(task: dict, f) -> Iterator[dict | Problem]:
                               f"batch at offset {item['last_offset']}: isvalid false in the dump (stored CRC {item['crc']})",
                               fatal=False)
             item["segment_base_offset"] = task.get("base_offset")
-            item["source"] = "segment"
+            item["source"] = "kraft-snapshot" if task["kind"] == SNAPSHOT_KIND else "segment"
             yield item
 
 
@@ -230,10 +239,21 @@ def decode_txn_log(task: dict, f) -> Iterator[dict | Problem]:
     yield from _decoded_records(task, f, dt.decode_txn_text)
 
 
+def decode_offset_commits(task: dict, f) -> Iterator[dict | Problem]:
+    """``offset_commits`` rows of a dumped ``__consumer_offsets`` segment printed with
+    ``--offsets-decoder`` (the fields the text holds: :func:`dt.decode_offsets_text`); other record
+    kinds and records printed raw give none."""
+    yield from _decoded_records(task, f, dt.decode_offsets_text)
+
+
 def decode_metadata(task: dict, f) -> Iterator[dict | Problem]:
     """``metadata_records`` rows of a dumped ``__cluster_metadata`` segment printed with
-    ``--cluster-metadata-decoder`` (``source`` ``log``); records printed raw give none."""
+    ``--cluster-metadata-decoder`` (``source`` ``log``), or of a dumped KRaft snapshot (``source``
+    ``snapshot``, ``snapshot_end_offset`` its file name's end offset, as for a binary one); records
+    printed raw give none."""
+    snapshot = task["kind"] == SNAPSHOT_KIND
     for row in _decoded_records(task, f, dt.decode_metadata_text):
         if isinstance(row, dict):
-            row.update(source="log", snapshot_end_offset=None)
+            row.update(source="snapshot" if snapshot else "log",
+                       snapshot_end_offset=task.get("base_offset") if snapshot else None)
         yield row

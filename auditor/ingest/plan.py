@@ -24,7 +24,8 @@ DECODED_KINDS = {
     "leader-epoch-checkpoint", "partition-metadata", "quorum-state", "meta-properties", "clean-shutdown",
     "replication-offset-checkpoint", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
     "cleaner-offset-checkpoint", "zk-producer-id-block",
-    "dumped-segment", "dumped-segment-batches",  # blocks of kafka-dump-log text (auditor.ingest.dumplog)
+    "remote-producer-snapshot",  # tiered storage: the producer snapshot uploaded with a remote segment
+    "dumped-segment", "dumped-segment-batches", "dumped-kraft-snapshot",  # blocks of kafka-dump-log text (auditor.ingest.dumplog)
 }
 
 

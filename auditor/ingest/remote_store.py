@@ -31,9 +31,11 @@ SEGMENT_FILE = re.compile(
     rf"^(?P<offset>\d{{20}})-(?P<segment_id>{_UUID})\.(?P<ext>log|index|timeindex|txnindex|snapshot|leader_epoch_checkpoint)$")
 ROOT_DIR_NAME = "kafka-tiered-storage"  # LocalTieredStorage.ROOT_STORAGE_DIR_NAME
 
-# kinds: the local decoders read the same formats; the producer snapshot and the leader-epoch
-# checkpoint of a remote segment are listed, not decoded (their offsets are the segment's end,
-# which only the segment's metadata record gives)
+# kinds: the local decoders read the same formats. The producer snapshot of a remote segment is
+# decoded into producer_snapshots with its segment id; its offset is the segment's end + 1, which only
+# the segment's metadata record gives (auditor.model.remote.snapshot_offsets). The leader-epoch
+# checkpoint is listed, not decoded: the metadata record carries the segment's epochs
+# (SegmentLeaderEpochs), which is what the lineage check reads
 _KIND = {"log": "segment", "index": "offset-index", "timeindex": "time-index", "txnindex": "txn-index",
          "snapshot": "remote-producer-snapshot", "leader_epoch_checkpoint": "remote-leader-epoch-checkpoint"}
 REMOTE = "remote"  # the directory status of every remote file

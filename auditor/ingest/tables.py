@@ -157,6 +157,10 @@ def _offsets_of(kind: str):
         def only(key, value):
             return decode_offsets_record(key, value) if record_kind(key) == kind else None
 
+        if task["kind"] in DUMPED_SEGMENTS:  # kafka-dump-log --offsets-decoder text: offset commits only
+            if kind == "offset_commit":
+                yield from dumplog.decode_offset_commits(task, f)
+            return
         yield from _records_of(task, f, only)
 
     return decode
@@ -221,7 +225,17 @@ def decode_producer_snapshot(task: dict, f) -> Iterator[dict | Problem]:
     header = read_snapshot_header(f, task["size"])
     if not header["crc_valid"]:
         yield Problem("bad-crc", 2, f"snapshot CRC mismatch: stored {header['crc']}, computed {header['computed_crc']}", fatal=False)
-    yield from iter_snapshot(f, task["size"], snapshot_offset=task.get("base_offset"), raise_on_bad_crc=False)
+    if task["kind"] != "remote-producer-snapshot":
+        yield from iter_snapshot(f, task["size"], snapshot_offset=task.get("base_offset"), raise_on_bad_crc=False)
+        return
+    # tiered storage: the snapshot uploaded with a remote segment (auditor.ingest.remote_store); its
+    # offset is the segment's end + 1, resolved from __remote_log_metadata by the model
+    from auditor.ingest.remote_store import segment_id_of
+
+    seg = segment_id_of(task["path"])
+    for row in iter_snapshot(f, task["size"], snapshot_offset=None, raise_on_bad_crc=False):
+        row["remote_segment_id"] = seg
+        yield row
 
 
 def _with_problems(it) -> Iterator[dict | Problem]:
@@ -345,7 +359,7 @@ _SOURCE = (pa.field("source", pa.string()), pa.field("snapshot_end_offset", pa.i
 register(TableSpec("transaction_log", ("segment", *DUMPED_SEGMENTS), _lazy_columns("auditor.formats.txnlog", "COLUMNS", prefix=_REC),
                    decode_txn_log, topic="__transaction_state",
                    doc="every record of __transaction_state: the coordinator's state changes per transactional id"))
-register(TableSpec("offset_commits", ("segment",),
+register(TableSpec("offset_commits", ("segment", *DUMPED_SEGMENTS),
                    _lazy_columns("auditor.formats.consumer_offsets", "OFFSET_COMMIT_COLUMNS", prefix=_REC),
                    _offsets_of("offset_commit"), topic="__consumer_offsets",
                    doc="offset commits of __consumer_offsets, with the producer of transactional commits"))
@@ -375,9 +389,10 @@ register(TableSpec("remote_log_segments", ("segment",),
                    decode_remote_log_metadata, topic="__remote_log_metadata",
                    doc="every record of __remote_log_metadata (tiered storage, KIP-405): each remote segment's "
                        "offsets, leader epochs, size and state changes, and remote partition deletions"))
-register(TableSpec("producer_snapshots", ("producer-snapshot",),
+register(TableSpec("producer_snapshots", ("producer-snapshot", "remote-producer-snapshot"),
                    _lazy_columns("auditor.formats.snapshot", "COLUMNS"), decode_producer_snapshot,
-                   doc="entries of producer-state .snapshot files"))
+                   doc="entries of producer-state .snapshot files, local and uploaded with remote segments "
+                       "(tiered storage: remote_segment_id)"))
 register(TableSpec("aborted_txns", ("txn-index",),
                    _lazy_columns("auditor.formats.txnindex", "COLUMNS", pa.field("segment_base_offset", pa.int64())),
                    decode_txn_index, doc="entries of .txnindex files (aborted transactions)"))

@@ -78,7 +78,8 @@ class Liveness:
 
 def decide(files: Iterable[Mapping[str, Any]], *, recovery_points: Mapping[tuple, int] | None = None,
            next_offsets: Mapping[str, int] | None = None,
-           readable_remote_segments: set[str] | None = None) -> dict[str, Liveness]:
+           readable_remote_segments: set[str] | None = None,
+           remote_outside_lineage: Mapping[str, str] | None = None) -> dict[str, Liveness]:
     """Liveness of every file of the ``files`` inventory (rows as dicts).
 
     ``recovery_points``: (log_dir, topic, partition) -> recovery point offset.
@@ -87,7 +88,9 @@ def decide(files: Iterable[Mapping[str, Any]], *, recovery_points: Mapping[tuple
     the rows themselves when they carry it).
     ``readable_remote_segments``: the remote segment ids ``__remote_log_metadata`` says are
     readable (:func:`auditor.model.remote.readable_segment_ids`); None when the input has no
-    metadata to tell (every remote file is then taken as readable)."""
+    metadata to tell (every remote file is then taken as readable).
+    ``remote_outside_lineage``: remote segment id -> why it lies outside its replica's leader-epoch
+    lineage (:func:`auditor.model.remote.outside_lineage`): not part of the log."""
     rows = list(files)
     recovery_points = recovery_points or {}
     nxt = {r["path"]: r["next_offset"] for r in rows if r.get("next_offset") is not None}
@@ -108,14 +111,15 @@ def decide(files: Iterable[Mapping[str, Any]], *, recovery_points: Mapping[tuple
         for lv in _partition_dir(members, recovery_points, nxt, clean_dirs):
             out[lv.path] = lv
     if remote_dirs:
-        local_start = _local_log_starts(rows, out)
+        local_start = local_log_starts(rows, out)
         for members in remote_dirs:
-            for lv in _remote_partition_dir(members, local_start, readable_remote_segments, nxt):
+            for lv in _remote_partition_dir(members, local_start, readable_remote_segments, nxt,
+                                            remote_outside_lineage or {}):
                 out[lv.path] = lv
     return out
 
 
-def _local_log_starts(rows: list[Mapping[str, Any]], out: Mapping[str, Liveness]) -> dict[tuple, int]:
+def local_log_starts(rows: list[Mapping[str, Any]], out: Mapping[str, Liveness]) -> dict[tuple, int]:
     """(log_dir, topic, partition) -> base offset of the replica's first live local segment."""
     starts: dict[tuple, int] = {}
     for r in rows:
@@ -128,7 +132,8 @@ def _local_log_starts(rows: list[Mapping[str, Any]], out: Mapping[str, Liveness]
 
 
 def _remote_partition_dir(members: list[Mapping[str, Any]], local_start: Mapping[tuple, int],
-                          readable: set[str] | None, nxt: Mapping[str, int]) -> list[Liveness]:
+                          readable: set[str] | None, nxt: Mapping[str, int],
+                          outside: Mapping[str, str] = {}) -> list[Liveness]:
     """Tiered storage (KIP-405): a remote segment is part of the replica's log below its local log
     start. The broker serves a fetch from the local log at and above ``localLogStartOffset`` and
     from remote storage only below it (ReplicaManager.readFromLog -> RemoteLogManager.read on
@@ -147,6 +152,8 @@ def _remote_partition_dir(members: list[Mapping[str, Any]], local_start: Mapping
         if readable is not None and seg_id is not None and seg_id not in readable:
             out.append(Liveness(r["path"], False, f"remote segment {seg_id} is not readable: its latest "
                                                   "__remote_log_metadata state is not COPY_SEGMENT_FINISHED"))
+        elif seg_id is not None and seg_id in outside:
+            out.append(Liveness(r["path"], False, outside[seg_id]))
         elif start is not None and r.get("base_offset") is not None and r["base_offset"] >= start:
             out.append(Liveness(r["path"], False, f"remote copy of offsets the replica still holds locally (local log "
                                                   f"start {start}): the broker reads them from the local log"))

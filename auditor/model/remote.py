@@ -21,8 +21,30 @@ segment's start (``findLogStartOffset``) or past expired ones (``handleLogStartO
 ``localLogStartOffset`` is the first local segment's base (``max(logStartOffset, first
 segment)``, UnifiedLog's constructor). So the remote part is [log start, local log start).
 
-Not modelled: the leader-epoch lineage check (``RemoteLogManager`` lists segments per epoch of the
-local leader-epoch cache; segments of a truncated epoch are unreferenced and later deleted).
+**Producer snapshots of remote segments.** With every segment RemoteLogManager uploads the
+producer snapshot at the segment's end (``RLMCopyTask.copyLogSegment``: ``fetchSnapshot(next
+segment base)``, ``endOffset = next segment base - 1``), so its offset is the segment's end offset
++ 1 (:func:`snapshot_offsets`). The broker loads one when a replica's log starts in remote storage:
+a follower whose leader moved its local log start past the follower's log end builds its state
+from the remote segment ending just below the leader's local log start
+(``TierStateMachine.buildRemoteLogAuxState``, Kafka 4.3.1: the segment's leader-epoch checkpoint
+is assigned to its epoch cache, its producer snapshot written as ``<end + 1>.snapshot``, then
+``ProducerStateManager.truncateFullyAndReloadSnapshots`` and ``UnifiedLog.loadProducerState(end +
+1)``, which replays the local log from there like ``UnifiedLog.rebuildProducerState``). The model
+does the same: the remote snapshot at the replica's local log start is one more snapshot of the
+replica (:func:`with_remote_snapshot_offsets`), so a producer whose earlier batches are only remote
+is remembered the way the broker remembers it; the other remote snapshots are left out (no broker
+holds them: a replica loads only that one). Where the replica has a local snapshot at the same
+offset the local file is the broker's own (the upload is a copy of it) and the remote one is left out.
+
+**Leader-epoch lineage.** A remote segment counts as part of the log only if its leader epochs
+lie within the replica's leader-epoch lineage (``RemoteLogManager.isRemoteSegmentWithinLeaderEpochs``
+with ``buildFilteredLeaderEpochMap``, Kafka 4.3.1): the retention task
+(``RLMExpirationTask.cleanupExpiredRemoteLogSegments``) neither counts a segment outside it for
+retention nor keeps it (one whose epochs all precede the lineage's first epoch is deleted as
+unreferenced), ``findOffsetByTimestamp`` skips it. Such a segment was written by a leader whose
+epoch was truncated away (an unclean election, a diverged leader): :func:`outside_lineage` names
+it and the live log leaves it out.
 """
 
 from __future__ import annotations
@@ -84,3 +106,162 @@ def extents(rows: Iterable[Mapping[str, Any]]) -> list[tuple]:
         if s.get("max_timestamp_ms") is not None:
             e[4] = max(e[4] if e[4] is not None else s["max_timestamp_ms"], s["max_timestamp_ms"])
     return [(*k, *v) for k, v in sorted(out.items(), key=lambda kv: tuple(str(x) for x in kv[0]))]
+
+
+# -- producer snapshots of remote segments -------------------------------------------------------
+
+def snapshot_offsets(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Remote segment id -> the offset of the producer snapshot uploaded with it: its end offset + 1
+    (``RLMCopyTask.copyLogSegment``). Every segment with its RemoteLogSegmentMetadataRecord in
+    ``rows``, whatever its state (whether the segment is part of the log is the live log's call)."""
+    return {r["segment_id"]: r["end_offset"] + 1 for r in rows
+            if r.get("api_key") == 0 and r.get("segment_id") is not None and r.get("end_offset") is not None}
+
+
+def with_remote_snapshot_offsets(snapshots, offsets: Mapping[str, int], replica: tuple[str, ...],
+                                 local_starts: Mapping[tuple, int] | None = None):
+    """``producer_snapshots`` (a DataFrame) with the remote snapshots' ``snapshot_offset`` filled in
+    from ``offsets`` (:func:`snapshot_offsets`), keeping of them the one a replica rebuilding from
+    remote storage loads: the snapshot at its local log start (``local_starts``: (log dir, topic,
+    partition) -> its first local segment's base; ``TierStateMachine.buildRemoteLogAuxState`` takes
+    the remote segment ending just below the leader's local log start). The others are snapshots no
+    broker of the input holds. A remote snapshot whose segment's end the input does not show (no
+    metadata record) is left out: without its offset it seeds nothing; so is one where the replica
+    has its own snapshot at the same offset (the broker reads its own file; the upload is a copy)."""
+    from pyspark.sql import functions as F
+
+    is_remote = F.col("remote_segment_id").isNotNull()
+    if not offsets or not local_starts:
+        return snapshots.where(~is_remote)
+    m = F.create_map(*[x for sid, off in sorted(offsets.items()) for x in (F.lit(sid), F.lit(off))])
+    start = F.create_map(*[x for (d, t, p), o in sorted(local_starts.items(), key=str)
+                           for x in (F.lit(f"{d}\0{t}\0{p}"), F.lit(o))])
+    key = F.concat_ws("\0", F.col("log_dir"), F.col("topic"), F.col("partition").cast("string"))
+    s = snapshots.withColumn("snapshot_offset", F.when(is_remote, m[F.col("remote_segment_id")])
+                             .otherwise(F.col("snapshot_offset")))
+    s = s.where(~is_remote | (F.col("snapshot_offset") == start[key]))
+    local = s.where(~is_remote).select(*replica, "snapshot_offset").distinct().withColumn("_local", F.lit(True))
+    return (s.join(local, [*replica, "snapshot_offset"], "left")
+            .where(~(is_remote & F.coalesce(F.col("_local"), F.lit(False)))).drop("_local"))
+
+
+# -- leader-epoch lineage ------------------------------------------------------------------------
+
+def filtered_epochs(epochs: Mapping[int, int]) -> dict[int, int]:
+    """``RemoteLogManager.buildFilteredLeaderEpochMap``: epoch -> start offset without the epochs
+    that hold no record (an epoch starting where the next one starts)."""
+    items = sorted(epochs.items())
+    return {e: o for i, (e, o) in enumerate(items) if not (i + 1 < len(items) and items[i + 1][1] == o)}
+
+
+def within_leader_epochs(segment_epochs: Mapping[int, int], segment_end_offset: int, log_end_offset: int | None,
+                         leader_epochs: Mapping[int, int]) -> bool:
+    """``RemoteLogManager.isRemoteSegmentWithinLeaderEpochs`` (Kafka 4.3.1): is a remote segment
+    (its ``SegmentLeaderEpochs`` and end offset) within the replica's leader-epoch lineage
+    (``leader_epochs``: its leader-epoch-checkpoint, filtered like the segment's) and below its log
+    end? ``log_end_offset`` None: the log end is not known, that part of the check is skipped."""
+    seg = filtered_epochs(segment_epochs)
+    lineage = filtered_epochs(leader_epochs)
+    if not seg or not lineage:
+        return False
+    seg_keys, lin_keys = sorted(seg), sorted(lineage)
+    last = seg_keys[-1]
+    if last < lin_keys[0] or last > lin_keys[-1]:  # (Kafka compares the segment's *last* epoch with both ends)
+        return False
+    first = next((e for e in seg_keys if e >= lin_keys[0]), None)  # ceilingKey
+    if first is None:
+        return False
+
+    def higher(keys: list[int], m: Mapping[int, int], e: int) -> tuple[int, int] | None:
+        k = next((x for x in keys if x > e), None)
+        return None if k is None else (k, m[k])
+
+    for epoch in seg_keys:
+        offset = seg[epoch]
+        if epoch < first:
+            continue
+        if epoch not in lineage:
+            return False
+        # the segment's first epoch must start within that epoch of the lineage, unless it is the lineage's first
+        if epoch == first and any(k < epoch for k in lin_keys) and offset < lineage[epoch]:
+            return False
+        if epoch == last:
+            nxt = higher(lin_keys, lineage, epoch)
+            if nxt is not None and segment_end_offset > nxt[1] - 1:
+                return False
+        if epoch != last and higher(lin_keys, lineage, epoch) != higher(seg_keys, seg, epoch):
+            return False
+    return log_end_offset is None or segment_end_offset < log_end_offset
+
+
+def outside_lineage(rows: Iterable[Mapping[str, Any]], lineage_of: Mapping[str, Mapping[int, int]],
+                    log_end_of: Mapping[str, int | None]) -> dict[str, str]:
+    """Remote segment id -> why it is not part of the log, for the segments (``rows``: their
+    RemoteLogSegmentMetadataRecords with ``segment_leader_epochs``) outside the leader-epoch lineage
+    of the replica they belong to: ``lineage_of`` maps a segment id to that replica's
+    leader-epoch-checkpoint (epoch -> start offset), ``log_end_of`` to its log end offset. A segment
+    whose replica's checkpoint is not in the input is not judged."""
+    out: dict[str, str] = {}
+    for r in rows:
+        sid = r.get("segment_id")
+        if r.get("api_key") != 0 or sid is None or sid not in lineage_of or r.get("end_offset") is None:
+            continue
+        seg = {e["leader_epoch"]: e["offset"] for e in (r.get("segment_leader_epochs") or [])}
+        lineage = lineage_of[sid]
+        if not within_leader_epochs(seg, r["end_offset"], log_end_of.get(sid), lineage):
+            out[sid] = (f"remote segment {sid} (offsets {r.get('start_offset')}..{r['end_offset']}, leader epochs "
+                        f"{sorted(seg)}) is outside the replica's leader-epoch lineage {sorted(lineage.items())}: "
+                        "the broker does not count it as part of the log (RemoteLogManager."
+                        "isRemoteSegmentWithinLeaderEpochs)")
+    return out
+
+
+def replica_lineages(files: Iterable[Mapping[str, Any]], epoch_rows: Iterable[Mapping[str, Any]]
+                     ) -> tuple[dict[str, dict[int, int]], dict[str, int | None]]:
+    """For each remote segment file of the ``files`` inventory attached to a replica
+    (:func:`auditor.ingest.remote_store.attach`): its segment id -> that replica's leader-epoch
+    lineage (its local ``leader-epoch-checkpoint``: ``leader_epochs`` rows, epoch -> start offset)
+    and its log end offset (the end of its last local segment, ``files.next_offset``; None when not
+    known). Inputs of :func:`outside_lineage`."""
+    from auditor.ingest.remote_store import REMOTE, segment_id_of
+
+    files = list(files)
+    lineage: dict[tuple, dict[int, int]] = {}
+    for r in epoch_rows:
+        if r.get("leader_epoch") is not None and r.get("start_offset") is not None:
+            lineage.setdefault((r.get("log_dir"), r.get("topic"), r.get("partition")), {})[r["leader_epoch"]] = r["start_offset"]
+    ends: dict[tuple, int] = {}
+    for r in files:
+        if r.get("dir_status") != REMOTE and r.get("kind") == "segment" and r.get("next_offset") is not None:
+            k = (r.get("log_dir"), r.get("topic"), r.get("partition"))
+            ends[k] = max(ends.get(k, r["next_offset"]), r["next_offset"])
+    lineage_of: dict[str, dict[int, int]] = {}
+    log_end_of: dict[str, int | None] = {}
+    for r in files:
+        sid = segment_id_of(r["path"]) if r.get("dir_status") == REMOTE else None
+        k = (r.get("log_dir"), r.get("topic"), r.get("partition"))
+        if sid is not None and k in lineage:
+            lineage_of[sid] = lineage[k]
+            log_end_of[sid] = ends.get(k)
+    return lineage_of, log_end_of
+
+
+# -- a tiered log seen from the replica alone ------------------------------------------------------
+
+def lineage_starts(leader_epochs, replica: tuple[str, ...]):
+    """Per replica (``replica`` columns) of ``leader_epochs`` (its local leader-epoch-checkpoint
+    rows): ``epoch_lineage_start_offset``, the first entry's start offset.
+
+    Why it tells a tiered log without ``__remote_log_metadata``: when segments of a log are deleted,
+    ``UnifiedLog.deleteSegments`` (Kafka 4.3.1) moves only the *local* log start of a log with remote
+    copy enabled (``maybeIncrementLocalLogStartOffset``, the leader-epoch cache untouched), and for
+    any other log the log start itself (``maybeIncrementLogStartOffset``, which truncates the cache
+    to it: ``LeaderEpochFileCache.truncateFromStartAsyncFlush``). So a checkpoint whose first entry
+    lies below the replica's first local segment belongs to a tiered log (or, on a running broker,
+    to a cache not yet flushed). Likewise ``LogManager.checkpointLogStartOffsetsInDir`` writes a
+    log start below the first local segment only for a remote-enabled log (``remoteLogEnabled ||
+    logStartOffset > first segment base``)."""
+    from pyspark.sql import functions as F
+
+    return (leader_epochs.where("start_offset IS NOT NULL").groupBy(*replica)
+            .agg(F.min("start_offset").alias("epoch_lineage_start_offset")))
