@@ -163,13 +163,14 @@ def write_batches(task: dict, out: BinaryIO) -> Iterator[dict]:
             chunks, pending = pending, []
             if chunks:
                 yield from _write_chunks(chunks, f, task, out, tail)
-        except Exception:  # a decoder bug must not kill the whole dump
+        except Exception as exc:  # a decoder bug must not kill the whole dump
+            failure = exc
             if pending:  # reading failed: what was decoded before is written first, as it was read
                 try:
                     yield from _write_chunks(pending, f, task, out, tail)
                 except Exception as first:
-                    exc = first
-            yield _error(task, exc)
+                    failure = first
+            yield _error(task, failure)
         finally:
             ahead.close()
 
