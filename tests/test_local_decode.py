@@ -86,3 +86,38 @@ def test_no_local_decode_for_a_large_or_remote_input_nor_for_other_tasks(spark, 
     with pytest.raises(ValueError, match="other tables or tasks"):
         ingest(spark, CAPTURES, str(tmp_path / "t"), plan=plan, decoded=other)
     assert not (tmp_path / "t").exists()
+
+
+def test_a_process_with_other_threads_is_not_forked():
+    """A fork copies only the calling thread: the child inherits the other threads' objects half-way
+    and finalizes them at its first garbage collection (a forked decode segfaulted so in a test session
+    running a librdkafka client). With another thread alive, the decode processes come from a fork
+    server, and decode the same as ever."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import threading
+        from auditor.ingest import local_decode
+        from auditor.ingest.local_decode import LocalDecode
+        from auditor.ingest.plan import make_plan
+        from auditor.ingest.tables import TABLES
+        tasks = [t for t in make_plan([{CAPTURES[0]!r}]).tasks if any(TABLES[n].accepts(t) for n in TABLES)]
+        alone = local_decode._context().get_start_method()
+        first = LocalDecode(tasks, list(TABLES), processes=2).result()
+        stop = threading.Event()
+        t = threading.Thread(target=stop.wait)
+        t.start()
+        try:
+            busy = local_decode._context().get_start_method()
+            second = LocalDecode(tasks, list(TABLES), processes=2).result()
+        finally:
+            stop.set()
+            t.join()
+        print(alone, busy, first.num_rows, first.equals(second))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    alone, busy, rows, same = out.stdout.split()
+    assert (alone, busy) == ("fork", "forkserver")
+    assert int(rows) > 0 and same == "True"

@@ -24,8 +24,10 @@ Spark-free.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
+import threading
 from concurrent.futures import ProcessPoolExecutor
 
 import pyarrow as pa
@@ -70,10 +72,23 @@ def _decode_run(tasks: list[dict], names: list[str]) -> pa.Table:
 
 
 def _context():
-    """Fork where the platform has it: the child starts with the decoders imported (a spawned one
-    would import them again); elsewhere the platform's default."""
-    if "fork" in multiprocessing.get_all_start_methods():
+    """How the decode processes start.
+
+    Fork when this process runs no thread but the main one (``scan`` before its JVM and Py4J
+    threads exist): the child starts with the decoders imported. A process with other threads is
+    not forked: the child would inherit their objects half-way (locks, native libraries' state) and
+    finalize them on its first garbage collection -- a forked decode segfaulted that way in a
+    test session running a librdkafka client and Py4J. There, a fork server (a fresh interpreter,
+    started once, with the decoders preloaded) forks the decode processes instead; elsewhere the
+    platform's default.
+    """
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["auditor.ingest.envelope", "auditor.ingest.local_decode"])
+        return ctx
     return multiprocessing.get_context()
 
 
@@ -88,8 +103,20 @@ class LocalDecode:
         total = sum(_task_bytes(t) for t in self.tasks)
         n = processes or min(os.cpu_count() or 1, 1 + total // BYTES_PER_PROCESS)
         parts = runs(self.tasks, max(1, n)) if self.tasks else []
-        self._pool = ProcessPoolExecutor(max_workers=max(1, len(parts)), mp_context=_context()) if parts else None
-        self._futures = [self._pool.submit(_decode_run, p, self.names) for p in parts] if self._pool else []
+        self._pool, self._futures = None, []
+        if parts:
+            ctx = _context()
+            forked = ctx.get_start_method() == "fork"
+            if forked:
+                # what the parent holds now is never collected in a child (the children of a fork
+                # context are all started by the first submit, before the pool's own thread)
+                gc.freeze()
+            try:
+                self._pool = ProcessPoolExecutor(max_workers=len(parts), mp_context=ctx)
+                self._futures = [self._pool.submit(_decode_run, p, self.names) for p in parts]
+            finally:
+                if forked:
+                    gc.unfreeze()
         self._result: pa.Table | None = None
 
     def result(self) -> pa.Table:
