@@ -211,6 +211,7 @@ def test_hand_built_entries_and_derived_columns():
         "coordinator_epoch": 7,
         "current_txn_first_offset": 1000,
         "crc_valid": True,
+        "remote_segment_id": None,  # a local .snapshot file
     }
     # first sequence wraps below zero to Integer.MAX_VALUE: 2 - 5 -> MAX - 2
     assert rows[1]["first_sequence"] == 2**31 - 1 - 2

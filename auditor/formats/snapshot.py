@@ -215,5 +215,6 @@ def iter_snapshot(
                 "coordinator_epoch": coord_epoch,
                 "current_txn_first_offset": None if txn_first == -1 else txn_first,
                 "crc_valid": crc_valid,
+                "remote_segment_id": None,  # set by ingestion for a remote segment's snapshot
             }
             index += 1
