@@ -424,3 +424,104 @@ def test_remote_producer_snapshots_seed_the_state_below_the_local_log(spark, tmp
     assert not [f["message"] for f in found["snapshots"] if f["rule"] == "unknown-producer-gap"]
     assert not [f["message"] for f in found["snapshots"] if f["severity"] in ("error", "critical")
                 and f["rule"] not in ("hanging-transaction", "stuck-lso")]
+
+
+# -- replication factor 3: the remote log is every replica's ------------------------------------------
+
+REPLICATED = SAMPLE_LOGS / "tiered-storage-replicated"
+REPLICATED_EXPECTED = json.loads((REPLICATED / "expected.json").read_text())
+REPLICATED_BROKERS = sorted(REPLICATED.glob("broker-*"))
+
+
+def test_remote_files_are_in_the_log_of_every_replica_each_below_its_own_local_start():
+    """Two replicas of t-0 with different local log starts (a follower deletes its local copies on
+    its own schedule): each keeps of the shared remote files what lies below *its* local start; a
+    (log dir, segment id) lineage verdict removes a segment from that replica's log only."""
+    def row(path, base, log_dir, status="live"):
+        return {"path": path, "log_dir": log_dir, "topic": "t", "partition": 0, "dir_status": status, "kind": "segment",
+                "file_status": "live", "base_offset": base}
+
+    a, b = "AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB"
+    r0, r10 = f"/rs/t-0-{a}/00000000000000000000-{a}.log", f"/rs/t-0-{a}/00000000000000000010-{b}.log"
+    rows = [row("/b1/t-0/00000000000000000020.log", 20, "/b1"), row("/b2/t-0/00000000000000000010.log", 10, "/b2"),
+            row(r0, 0, "/b1", "remote"), row(r10, 10, "/b1", "remote")]
+    lv = livelog.decide(rows, next_offsets={r0: 10, r10: 20})
+    per = {p: dict(lv[p].replicas) for p in (r0, r10)}
+    assert set(per[r0]) == set(per[r10]) == {"/b1", "/b2"}
+    assert per[r0]["/b1"].live and per[r0]["/b2"].live
+    assert per[r10]["/b1"].live and not per[r10]["/b2"].live  # /b2 holds 10.. locally
+    assert lv[r10].live  # the file's own verdict is that of the replica it is stored under (/b1)
+    lv = livelog.decide(rows, next_offsets={r0: 10, r10: 20}, remote_outside_lineage={("/b2", a): "outside"})
+    assert dict(lv[r0].replicas)["/b1"].live and not dict(lv[r0].replicas)["/b2"].live
+
+
+@pytest.fixture(scope="module")
+def replicated(spark, tmp_path_factory):
+    from auditor.engine.audit import audit
+    from auditor.engine.ingest_job import ingest
+    from auditor.engine.views import AuditContext
+    from pyspark.sql import functions as F
+
+    out = {}
+    brokers = [str(b) for b in REPLICATED_BROKERS]
+    for name, inputs in (("with", brokers + [str(REPLICATED / "remote-store")]), ("without", brokers)):
+        tables = tmp_path_factory.mktemp(f"tiered-rf3-{name}") / "tables"
+        ing = ingest(spark, inputs, str(tables))
+        res = audit(spark, str(tables))
+        ctx = AuditContext(spark, str(tables))
+        parts = {r["broker_id"]: r.asDict() for r in ctx.partitions.where("topic = 'tiered'").collect()}
+        b = ctx.table("batches").where("topic = 'tiered' AND source = 'segment'")
+        offsets = {r["broker_id"]: sorted({o for lo, hi in r["spans"] for o in range(lo, hi + 1)})
+                   for r in b.groupBy("broker_id").agg(F.collect_list(F.array("base_offset", "last_offset"))
+                                                       .alias("spans")).collect()}
+        markers = {(r["broker_id"], r["marker_type"]): r["count"] for r in
+                   ctx.transactions.where("topic = 'tiered'").groupBy("broker_id", "marker_type").count().collect()}
+        out[name] = {"bad": ing.bad_files, "findings": res.findings, "lacks": ctx.coverage.lacking(),
+                     "partitions": parts, "offsets": offsets, "markers": markers}
+    return out
+
+
+@pytest.mark.spark
+def test_with_the_remote_store_every_replica_reads_the_remote_log(replicated):
+    """RemoteLogManager.read serves offsets below the local log start on whichever replica the
+    fetch reaches (Kafka 4.3.1): with the store given, the live log of each of the three replicas
+    covers every offset from 0 to the high watermark, and each replays all the clients' transactions."""
+    got = replicated["with"]
+    hw = REPLICATED_EXPECTED["expect"]["end_offsets_before_shutdown"]["tiered-0"]["high_watermark"]
+    local = REPLICATED_EXPECTED["steps"]["segments_at_shutdown"]["local_segment_bases"]
+    counts = REPLICATED_EXPECTED["expect"]["counts"]["tiered-0"]
+    assert not got["bad"] and not got["findings"], [f["message"] for f in got["findings"]]
+    assert sorted(got["partitions"]) == sorted(got["offsets"]) == [1, 2, 3]
+    for broker, offsets in got["offsets"].items():
+        assert min(local[str(broker)]) > 0  # every replica's first segments are remote only
+        assert offsets == list(range(hw)), broker
+        r = got["partitions"][broker]
+        assert r["first_batch_offset"] == 0 and r["log_end_offset"] == hw and r["remote_given"]
+        assert not r["remote_not_given"] and r["local_log_start_offset"] == min(local[str(broker)])
+        assert got["markers"].get((broker, "COMMIT"), 0) == counts["committed"]
+        assert got["markers"].get((broker, "ABORT"), 0) == counts["aborted"]
+    assert not any("remote storage" in line for line in got["lacks"])
+
+
+@pytest.mark.spark
+def test_without_the_remote_store_each_replica_says_its_remote_part_is_missing(replicated):
+    got = replicated["without"]
+    local = REPLICATED_EXPECTED["steps"]["segments_at_shutdown"]["local_segment_bases"]
+    assert not got["bad"] and not got["findings"], [f["message"] for f in got["findings"]]
+    for broker, r in got["partitions"].items():
+        start = min(local[str(broker)])
+        assert r["first_batch_offset"] == start and r["remote_not_given"] and r["remote_log_start_offset"] == 0
+        assert any(line.startswith(f"tiered-0 (broker {broker}): offsets 0..{start - 1} are in remote storage")
+                   for line in got["lacks"])
+
+
+def test_remote_files_join_the_replicas_of_their_own_topic_id():
+    """Two captures with a topic `tiered` (different clusters, different topic ids) scanned together:
+    each store's files are stored under a replica of its own capture (the remote directory's topic
+    id equals the replica's partition.metadata: the broker keys remote data by TopicIdPartition)."""
+    plan = make_plan([str(CAPTURE), str(REPLICATED)])
+    remote = [f for f in plan.files if f.dir_status == remote_store.REMOTE]
+    assert remote and all(f.log_dir is not None for f in remote)
+    for f in remote:
+        own = REPLICATED if str(REPLICATED) + os.sep in f.path else CAPTURE
+        assert Path(f.log_dir).parent == own, (f.path, f.log_dir)

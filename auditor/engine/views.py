@@ -198,14 +198,24 @@ class AuditContext:
             f = F.col("file")
             by_name = (f.contains("-delete/") | f.contains("-stray/")) & f.rlike(RETIRED_REPLICA_FILE)
             return df.where(~F.coalesce(by_name, F.lit(False)))
-        dead = sorted(p for p, lv in live.items() if not lv.live)
+        # tiered storage: remote files read by several replicas are joined to each (below)
+        fan = {p: lv.replicas for p, lv in live.items() if lv.replicas} if "log_dir" in df.columns else {}
+        remote = None
+        if fan:
+            remote = self._remote_replica_rows(df, fan, name)  # an inner join on file: those files' rows only
+            if len(fan) > MAX_ISIN_FILES:
+                paths = self.spark.createDataFrame([(p,) for p in sorted(fan)], "file string")
+                df = df.join(F.broadcast(paths), "file", "left_anti")
+            else:
+                df = df.where(~F.col("file").isin(sorted(fan)))
+        dead = sorted(p for p, lv in live.items() if not lv.live and p not in fan)
         if len(dead) > MAX_ISIN_FILES:
             gone = self.spark.createDataFrame([(p,) for p in dead], "file string")
             df = df.join(F.broadcast(gone), "file", "left_anti")
         elif dead:
             df = df.where(~F.col("file").isin(dead))
         cols = row_bounds_columns(name)
-        bounded = [lv for lv in live.values() if lv.bounded]
+        bounded = [lv for lv in live.values() if lv.bounded and lv.path not in fan]
         if cols and bounded:
             pos_col, off_col = cols
             for lv in bounded:
@@ -215,15 +225,44 @@ class AuditContext:
                 if lv.end_offset is not None:
                     cut = cut | (F.col(off_col) >= lv.end_offset)
                 df = df.where(~((F.col("file") == lv.path) & cut))
-        return df
+        return df if remote is None else df.unionByName(remote)
+
+    def _remote_replica_rows(self, df, fan: dict[str, tuple], name: str):
+        """The rows of remote (tiered) files, once per replica whose log holds them
+        (``Liveness.replicas``, :func:`auditor.model.livelog.decide`): with that replica's log
+        dir, broker and cluster, cut at its local log start. Every replica of a tiered partition
+        reads the one remote log below its own local log start (RemoteLogManager.read, Kafka
+        4.3.1), so the files are decoded once and joined here to each replica."""
+        from pyspark.sql import functions as F
+
+        from auditor.model.clusters import cluster_key
+
+        owner = {}
+        for r in self.small_rows("files", ("log_dir", "broker_id", "cluster_id", "dir_status")) or []:
+            if r.get("log_dir") is not None and r.get("dir_status") == "live":
+                owner.setdefault(r["log_dir"], (r.get("broker_id"), cluster_key(r.get("cluster_id"), r["log_dir"])))
+        rows = [(path, d, *owner.get(d, (None, cluster_key(None, d))), lv.end_offset)
+                for path, per in sorted(fan.items()) for d, lv in per if lv.live]
+        reps = self.spark.createDataFrame(rows, "file string, _log_dir string, _broker_id int, _cluster_id string, "
+                                                "_end_offset bigint")
+        out = df.join(F.broadcast(reps), "file")
+        cols = row_bounds_columns(name)
+        if cols:
+            out = out.where(F.col("_end_offset").isNull() | (F.col(cols[1]) < F.col("_end_offset")))
+        repl = {"log_dir": F.col("_log_dir")}
+        if "broker_id" in df.columns:
+            repl["broker_id"] = F.col("_broker_id").cast(df.schema["broker_id"].dataType)
+        if "cluster_id" in df.columns:
+            repl["cluster_id"] = F.col("_cluster_id")
+        return out.withColumns(repl).select(*df.columns)
 
     @cached_property
     def live_log(self) -> dict[str, Liveness] | None:
         """Every inventoried file's place in the live log (:func:`livelog.decide`),
         from the ``files`` inventory and the recovery points: one small read of
         each. None when there is no inventory (hand-made tables)."""
-        want = ("path", "log_dir", "topic", "partition", "dir_status", "kind", "file_status", "base_offset",
-                "status", "error_position", "next_offset")
+        want = ("path", "cluster_id", "log_dir", "topic", "partition", "dir_status", "kind", "file_status",
+                "base_offset", "status", "error_position", "next_offset")
         rows = self.small_rows("files", want)
         if rows is None or (rows and ("path" not in rows[0] or "dir_status" not in rows[0])):
             return None  # no inventory: table() falls back to directory names
@@ -245,7 +284,8 @@ class AuditContext:
 
             readable = remote.readable_segment_ids(self.remote_metadata)
             epochs = self.small_rows("leader_epochs", ("log_dir", "topic", "partition", "leader_epoch", "start_offset"))
-            outside = remote.outside_lineage(self.remote_metadata, *remote.replica_lineages(rows, epochs or []))
+            outside = remote.outside_lineage(self.remote_metadata,
+                                             *remote.replica_lineages(rows, epochs or [], per_replica=True))
         return decide(rows, recovery_points=recovery, next_offsets=nxt, readable_remote_segments=readable,
                       remote_outside_lineage=outside)
 

@@ -14,10 +14,15 @@ local one RemoteLogManager copied), ``.index``, ``.timeindex``, ``.txnindex`` (o
 A remote segment belongs to a partition's log like a local one: the broker serves offsets below the
 replica's local log start from it (``ReplicaManager`` / ``RemoteLogManager.read``). Each remote
 file found is therefore attached to a replica of its partition in the input (:func:`attach`: the
-log dir of the first such replica, so it gets that broker's cluster and broker id), marked with
-the directory status ``remote``; :mod:`auditor.model.livelog` keeps of it only what lies below that
-replica's local log start. Remote files whose partition has no replica in the input stay on their
-own (no log dir, no cluster).
+log dir of the first such replica holding the same topic id, so it gets that broker's cluster and
+broker id), marked with
+the directory status ``remote``, where its rows are stored (decoded once). The remote log is
+shared: every replica reads it below *its own* local log start (Kafka 4.3.1: each replica's
+``RemoteLogManager.read``, whichever broker copied the segment), so :mod:`auditor.model.livelog`
+decides for every replica of the input what of each remote file lies below that replica's local
+log start and within its leader-epoch lineage (``Liveness.replicas``), and the audit joins the rows
+to each replica that keeps them (``AuditContext.table``). Remote files whose partition has no
+replica in the input stay on their own (no log dir, no cluster).
 """
 
 from __future__ import annotations
@@ -73,18 +78,59 @@ def looks_like_partition_dir(d) -> bool:
         return False
 
 
+def replica_log_dirs(rows) -> dict[tuple, list[str]]:
+    """(cluster id, topic, partition) -> the log dirs holding a live local replica of it, sorted
+    (``rows``: the ``files`` inventory as dicts, cluster ids as stored). A remote file's replicas are
+    those of its own key: :func:`attach` gave it the cluster of the replica matching its topic id."""
+    replicas: dict[tuple, set[str]] = {}
+    for r in rows:
+        if (r.get("dir_status") == "live" and r.get("log_dir") is not None and r.get("topic") is not None
+                and r.get("partition") is not None):
+            replicas.setdefault((r.get("cluster_id"), r["topic"], r["partition"]), set()).add(r["log_dir"])
+    return {k: sorted(v) for k, v in replicas.items()}
+
+
+def _topic_id(fi) -> str | None:
+    """The topic id a replica's ``partition.metadata`` holds (PartitionMetadataFile), None when it
+    is not given or not readable."""
+    from auditor.errors import DecodeError
+    from auditor.formats.checkpoints import read_partition_metadata
+    from auditor.ingest.storage import open_input
+
+    try:
+        with open_input(fi.path) as f:
+            return read_partition_metadata(f.read(4096))["topic_id"]
+    except (OSError, DecodeError):
+        return None
+
+
 def attach(files: list) -> None:
     """Give each remote file (``dir_status == 'remote'``, no log dir) the log dir of a replica of
-    its partition found in the same input set (the first by log dir, for a stable choice): the
-    remote part of that replica's log. In place."""
-    replicas: dict[tuple[str, int], list[str]] = {}
+    its partition found in the same input set: where its rows are stored, decoded once (the first
+    such log dir, for a stable choice). The replica must hold the same topic id (its
+    ``partition.metadata``; the remote directory is named ``<topic>-<partition>-<topic id>``: the
+    broker keys remote data by TopicIdPartition), so captures of other clusters with the same topic
+    name do not get it; a replica whose topic id is not given may. The remote log is shared by every
+    replica of the partition (each reads it below its own local log start through
+    RemoteLogManager); the audit joins the rows to every replica of that cluster
+    (:func:`auditor.model.livelog.decide`, ``Liveness.replicas``). In place."""
+    import posixpath
+
+    remote = [fi for fi in files if fi.dir_status == REMOTE and fi.log_dir is None]
+    if not remote:
+        return
+    wanted = {(fi.topic, fi.partition) for fi in remote}
+    replicas: dict[tuple[str, int], set[str]] = {}
+    ids: dict[tuple, str | None] = {}
     for fi in files:
-        if fi.dir_status == "live" and fi.log_dir is not None and fi.topic is not None and fi.partition is not None:
-            replicas.setdefault((fi.topic, fi.partition), [])
-            if fi.log_dir not in replicas[(fi.topic, fi.partition)]:
-                replicas[(fi.topic, fi.partition)].append(fi.log_dir)
-    for fi in files:
-        if fi.dir_status == REMOTE and fi.log_dir is None:
-            dirs = sorted(replicas.get((fi.topic, fi.partition), []))
-            if dirs:
-                fi.log_dir = dirs[0]
+        if (fi.dir_status == "live" and fi.log_dir is not None and (fi.topic, fi.partition) in wanted):
+            replicas.setdefault((fi.topic, fi.partition), set()).add(fi.log_dir)
+            if fi.kind == "partition-metadata":
+                ids[(fi.log_dir, fi.topic, fi.partition)] = _topic_id(fi)
+    for fi in remote:
+        parsed = parse_partition_dir(posixpath.basename(posixpath.dirname(fi.path)))
+        want = parsed[2] if parsed else None
+        dirs = [d for d in sorted(replicas.get((fi.topic, fi.partition), ()))
+                if want is None or ids.get((d, fi.topic, fi.partition)) in (None, want)]
+        if dirs:
+            fi.log_dir = dirs[0]

@@ -217,7 +217,8 @@ def remote_not_given(files: list[dict] | None, extents: list[tuple]) -> tuple:
     """Tiered storage (KIP-405): the replicas of the input whose partition has readable remote
     segments (``extents``: :func:`auditor.model.remote.extents` rows) below the replica's first
     local segment, with no remote segment file of the partition given for them
-    (:mod:`auditor.ingest.remote_store` attaches those to a replica's log dir)."""
+    (:mod:`auditor.ingest.remote_store` stores those under one replica's log dir; they are the remote
+    log of every replica of the partition, as each broker's RemoteLogManager reads the one store)."""
     if not files or not extents:
         return ()
     local: dict[tuple, int] = {}
@@ -228,13 +229,14 @@ def remote_not_given(files: list[dict] | None, extents: list[tuple]) -> tuple:
             continue
         k = (cluster_key(f.get("cluster_id"), f["log_dir"]), f["log_dir"], f["topic"], f["partition"])
         if f.get("dir_status") == "remote":
-            remote_given.add(k)
+            remote_given.add((k[0], k[2], k[3]))
         elif f.get("dir_status") == "live" and f.get("base_offset") is not None:
             local[k] = min(local.get(k, f["base_offset"]), f["base_offset"])
             broker[k] = f.get("broker_id")
     out = []
     for cluster, topic, partition, _topic_id, start, _end, n, *_ in extents:
         for k, first in sorted(local.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
-            if (k[0], k[2], k[3]) == (cluster, topic, partition) and k not in remote_given and start < first:
+            if (k[0], k[2], k[3]) == (cluster, topic, partition) and (k[0], k[2], k[3]) not in remote_given \
+                    and start < first:
                 out.append((cluster, broker[k], k[1], topic, partition, start, first, n))
     return tuple(out)

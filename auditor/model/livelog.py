@@ -61,6 +61,9 @@ class Liveness:
     reason: str | None = None  # why not live, or why only in part
     end_offset: int | None = None  # batches with base offset >= this are not live (shadowed)
     end_position: int | None = None  # batches at byte position >= this are not live (recovery truncation)
+    # a remote (tiered) file: its place in the log of every replica of its partition in the input,
+    # ((log dir, Liveness), ...) by log dir; the fields above are those of the replica it is stored under
+    replicas: tuple = ()
 
     @property
     def bounded(self) -> bool:
@@ -89,8 +92,9 @@ def decide(files: Iterable[Mapping[str, Any]], *, recovery_points: Mapping[tuple
     ``readable_remote_segments``: the remote segment ids ``__remote_log_metadata`` says are
     readable (:func:`auditor.model.remote.readable_segment_ids`); None when the input has no
     metadata to tell (every remote file is then taken as readable).
-    ``remote_outside_lineage``: remote segment id -> why it lies outside its replica's leader-epoch
-    lineage (:func:`auditor.model.remote.outside_lineage`): not part of the log."""
+    ``remote_outside_lineage``: remote segment id, or (log dir, segment id) for one replica -> why
+    it lies outside that replica's leader-epoch lineage (:func:`auditor.model.remote.outside_lineage`):
+    not part of that replica's log."""
     rows = list(files)
     recovery_points = recovery_points or {}
     nxt = {r["path"]: r["next_offset"] for r in rows if r.get("next_offset") is not None}
@@ -112,9 +116,10 @@ def decide(files: Iterable[Mapping[str, Any]], *, recovery_points: Mapping[tuple
             out[lv.path] = lv
     if remote_dirs:
         local_start = local_log_starts(rows, out)
+        cluster_of = {r["log_dir"]: r.get("cluster_id") for r in rows if r.get("log_dir") is not None}
         for members in remote_dirs:
             for lv in _remote_partition_dir(members, local_start, readable_remote_segments, nxt,
-                                            remote_outside_lineage or {}):
+                                            remote_outside_lineage or {}, cluster_of):
                 out[lv.path] = lv
     return out
 
@@ -133,7 +138,29 @@ def local_log_starts(rows: list[Mapping[str, Any]], out: Mapping[str, Liveness])
 
 def _remote_partition_dir(members: list[Mapping[str, Any]], local_start: Mapping[tuple, int],
                           readable: set[str] | None, nxt: Mapping[str, int],
-                          outside: Mapping[str, str] = {}) -> list[Liveness]:
+                          outside: Mapping = {}, cluster_of: Mapping[str, Any] = {}) -> list[Liveness]:
+    """Each remote file's :class:`Liveness` for every replica of its partition with a local log in
+    the input (``local_start``) in the cluster of the replica it is stored under (``cluster_of``:
+    log dir -> cluster id), in ``Liveness.replicas``; its own fields are those of the replica
+    it is stored under (:func:`auditor.ingest.remote_store.attach`). The remote log is one for all
+    replicas, read by each below its own local log start (RemoteLogManager.read on the replica
+    serving the fetch, Kafka 4.3.1) and checked against its own leader-epoch cache
+    (RemoteLogManager.isRemoteSegmentWithinLeaderEpochs), so the verdict is per replica."""
+    out = []
+    for r in members:
+        topic, part = r["topic"], r["partition"]
+        cluster = cluster_of.get(r.get("log_dir"))
+        dirs = sorted({d for (d, t, p) in local_start if (t, p) == (topic, part) and cluster_of.get(d) == cluster}
+                      | {r.get("log_dir")}, key=str)
+        per = tuple((d, _remote_file({**r, "log_dir": d}, local_start, readable, nxt, outside)) for d in dirs)
+        own = dict(per)[r.get("log_dir")]
+        out.append(Liveness(own.path, own.live, own.reason, own.end_offset, own.end_position,
+                            per if len(per) > 1 else ()))
+    return out
+
+
+def _remote_file(r: Mapping[str, Any], local_start: Mapping[tuple, int], readable: set[str] | None,
+                 nxt: Mapping[str, int], outside: Mapping) -> Liveness:
     """Tiered storage (KIP-405): a remote segment is part of the replica's log below its local log
     start. The broker serves a fetch from the local log at and above ``localLogStartOffset`` and
     from remote storage only below it (ReplicaManager.readFromLog -> RemoteLogManager.read on
@@ -144,25 +171,22 @@ def _remote_partition_dir(members: list[Mapping[str, Any]], local_start: Mapping
     leader-epoch lineage)."""
     from auditor.ingest.remote_store import segment_id_of
 
-    out = []
-    for r in members:
-        key = (r.get("log_dir"), r["topic"], r["partition"])
-        start = local_start.get(key)
-        seg_id = segment_id_of(r["path"])
-        if readable is not None and seg_id is not None and seg_id not in readable:
-            out.append(Liveness(r["path"], False, f"remote segment {seg_id} is not readable: its latest "
-                                                  "__remote_log_metadata state is not COPY_SEGMENT_FINISHED"))
-        elif seg_id is not None and seg_id in outside:
-            out.append(Liveness(r["path"], False, outside[seg_id]))
-        elif start is not None and r.get("base_offset") is not None and r["base_offset"] >= start:
-            out.append(Liveness(r["path"], False, f"remote copy of offsets the replica still holds locally (local log "
-                                                  f"start {start}): the broker reads them from the local log"))
-        elif start is not None and r.get("kind") == "segment" and nxt.get(r["path"], start + 1) > start:
-            # reaches into the local log (or its end is not known): bounded at the local log start
-            out.append(Liveness(r["path"], True, f"remote segment below the local log start {start}", end_offset=start))
-        else:
-            out.append(Liveness(r["path"], True))
-    return out
+    key = (r.get("log_dir"), r["topic"], r["partition"])
+    start = local_start.get(key)
+    seg_id = segment_id_of(r["path"])
+    if readable is not None and seg_id is not None and seg_id not in readable:
+        return Liveness(r["path"], False, f"remote segment {seg_id} is not readable: its latest "
+                                          "__remote_log_metadata state is not COPY_SEGMENT_FINISHED")
+    why = outside.get((r.get("log_dir"), seg_id)) or outside.get(seg_id)
+    if seg_id is not None and why:
+        return Liveness(r["path"], False, why)
+    if start is not None and r.get("base_offset") is not None and r["base_offset"] >= start:
+        return Liveness(r["path"], False, f"remote copy of offsets the replica still holds locally (local log "
+                                          f"start {start}): the broker reads them from the local log")
+    if start is not None and r.get("kind") == "segment" and nxt.get(r["path"], start + 1) > start:
+        # reaches into the local log (or its end is not known): bounded at the local log start
+        return Liveness(r["path"], True, f"remote segment below the local log start {start}", end_offset=start)
+    return Liveness(r["path"], True)
 
 
 def recovery_points(checkpoint_rows: Iterable[Mapping[str, Any]]) -> dict[tuple, int]:

@@ -200,30 +200,39 @@ def outside_lineage(rows: Iterable[Mapping[str, Any]], lineage_of: Mapping[str, 
     RemoteLogSegmentMetadataRecords with ``segment_leader_epochs``) outside the leader-epoch lineage
     of the replica they belong to: ``lineage_of`` maps a segment id to that replica's
     leader-epoch-checkpoint (epoch -> start offset), ``log_end_of`` to its log end offset. A segment
-    whose replica's checkpoint is not in the input is not judged."""
-    out: dict[str, str] = {}
+    whose replica's checkpoint is not in the input is not judged. The keys may also be (log dir,
+    segment id), one per replica (:func:`replica_lineages` with ``per_replica``): each replica is
+    judged against its own lineage, as each broker's RemoteLogManager checks against its own
+    leader-epoch cache; the result is then keyed the same way."""
+    keys_of: dict[str, list] = {}
+    for k in lineage_of:
+        keys_of.setdefault(k[1] if isinstance(k, tuple) else k, []).append(k)
+    out: dict = {}
     for r in rows:
         sid = r.get("segment_id")
-        if r.get("api_key") != 0 or sid is None or sid not in lineage_of or r.get("end_offset") is None:
+        if r.get("api_key") != 0 or sid is None or sid not in keys_of or r.get("end_offset") is None:
             continue
         seg = {e["leader_epoch"]: e["offset"] for e in (r.get("segment_leader_epochs") or [])}
-        lineage = lineage_of[sid]
-        if not within_leader_epochs(seg, r["end_offset"], log_end_of.get(sid), lineage):
-            out[sid] = (f"remote segment {sid} (offsets {r.get('start_offset')}..{r['end_offset']}, leader epochs "
-                        f"{sorted(seg)}) is outside the replica's leader-epoch lineage {sorted(lineage.items())}: "
-                        "the broker does not count it as part of the log (RemoteLogManager."
-                        "isRemoteSegmentWithinLeaderEpochs)")
+        for k in keys_of[sid]:
+            lineage = lineage_of[k]
+            if not within_leader_epochs(seg, r["end_offset"], log_end_of.get(k), lineage):
+                out[k] = (f"remote segment {sid} (offsets {r.get('start_offset')}..{r['end_offset']}, leader epochs "
+                          f"{sorted(seg)}) is outside the replica's leader-epoch lineage {sorted(lineage.items())}: "
+                          "the broker does not count it as part of the log (RemoteLogManager."
+                          "isRemoteSegmentWithinLeaderEpochs)")
     return out
 
 
-def replica_lineages(files: Iterable[Mapping[str, Any]], epoch_rows: Iterable[Mapping[str, Any]]
-                     ) -> tuple[dict[str, dict[int, int]], dict[str, int | None]]:
+def replica_lineages(files: Iterable[Mapping[str, Any]], epoch_rows: Iterable[Mapping[str, Any]],
+                     per_replica: bool = False) -> tuple[dict, dict]:
     """For each remote segment file of the ``files`` inventory attached to a replica
     (:func:`auditor.ingest.remote_store.attach`): its segment id -> that replica's leader-epoch
     lineage (its local ``leader-epoch-checkpoint``: ``leader_epochs`` rows, epoch -> start offset)
     and its log end offset (the end of its last local segment, ``files.next_offset``; None when not
-    known). Inputs of :func:`outside_lineage`."""
-    from auditor.ingest.remote_store import REMOTE, segment_id_of
+    known). Inputs of :func:`outside_lineage`. With ``per_replica`` the keys are (log dir, segment
+    id) for every replica of the segment's partition in its cluster (the remote log is every
+    replica's: :func:`auditor.ingest.remote_store.replica_log_dirs`; ``files`` then carry ``cluster_id``)."""
+    from auditor.ingest.remote_store import REMOTE, replica_log_dirs, segment_id_of
 
     files = list(files)
     lineage: dict[tuple, dict[int, int]] = {}
@@ -235,14 +244,20 @@ def replica_lineages(files: Iterable[Mapping[str, Any]], epoch_rows: Iterable[Ma
         if r.get("dir_status") != REMOTE and r.get("kind") == "segment" and r.get("next_offset") is not None:
             k = (r.get("log_dir"), r.get("topic"), r.get("partition"))
             ends[k] = max(ends.get(k, r["next_offset"]), r["next_offset"])
-    lineage_of: dict[str, dict[int, int]] = {}
-    log_end_of: dict[str, int | None] = {}
+    dirs = replica_log_dirs(files) if per_replica else {}
+    lineage_of: dict = {}
+    log_end_of: dict = {}
     for r in files:
         sid = segment_id_of(r["path"]) if r.get("dir_status") == REMOTE else None
-        k = (r.get("log_dir"), r.get("topic"), r.get("partition"))
-        if sid is not None and k in lineage:
-            lineage_of[sid] = lineage[k]
-            log_end_of[sid] = ends.get(k)
+        if sid is None:
+            continue
+        for d in (dirs.get((r.get("cluster_id"), r.get("topic"), r.get("partition")), []) if per_replica
+                  else [r.get("log_dir")]):
+            k = (d, r.get("topic"), r.get("partition"))
+            if k in lineage:
+                key = (d, sid) if per_replica else sid
+                lineage_of[key] = lineage[k]
+                log_end_of[key] = ends.get(k)
     return lineage_of, log_end_of
 
 

@@ -145,3 +145,116 @@ def sc_tiered_storage(ctx: Ctx) -> dict:
                    "store: the open transaction stops tiering, so its first batch is in the local log",
         }]},
     }
+
+
+#: the replicated scenario's own remote store (shared by its three nodes, as a real RSM's bucket is)
+REPLICATED_STORE = WORK / "tiered-storage-replicated-remote"
+
+
+def _clear_replicated_store() -> None:
+    """Before the nodes start: the RSM jar in place, the remote store of an earlier run gone."""
+    fetch_tiered_storage_jar()
+    if REPLICATED_STORE.exists():
+        shutil.rmtree(REPLICATED_STORE)
+
+
+REPLICATED_OVERRIDES = {
+    **TIERED_OVERRIDES,
+    "rsm.config.dir": str(REPLICATED_STORE),
+    "rlmm.config.remote.log.metadata.topic.replication.factor": 3,
+    # a stopped node is fenced (and its leaderships moved) after 4 s instead of 9 s
+    "broker.session.timeout.ms": 4000,
+    "broker.heartbeat.interval.ms": 500,
+}
+
+
+def _replicated_state(ctx: Ctx, key: str) -> dict:
+    """Every node's local segment bases of partition ``key`` and the remote segments' start offsets."""
+    local = {n: sorted(int(f.name.split(".")[0]) for f in (d / key).glob("*.log")) for n, d in ctx.log_dirs().items()}
+    root = REPLICATED_STORE / "kafka-tiered-storage"
+    remote = sorted(int(f.name.split("-")[0]) for d in root.glob(f"{key}-*") for f in d.glob("*.log")) if root.exists() else []
+    return {"local_segment_bases": local, "remote_segment_bases": remote}
+
+
+def _wait_replicated(ctx: Ctx, key: str, cond: Callable[[dict], bool], timeout: float = 120.0) -> dict:
+    """Poll :func:`_replicated_state` until ``cond`` holds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = _replicated_state(ctx, key)
+        if cond(st):
+            return st
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"tiering did not happen: {st}")
+        time.sleep(0.5)
+
+
+def _all_local_past(n_remote: int) -> Callable[[dict], bool]:
+    """At least ``n_remote`` remote segments and every replica's first local segment above offset 0
+    (local retention deleted what was copied, on the leader and on the followers)."""
+    return lambda s: len(s["remote_segment_bases"]) >= n_remote and all(
+        b and b[0] > 0 for b in s["local_segment_bases"].values())
+
+
+@scenario("tiered-storage-replicated", NEWEST, brokers=3, overrides=REPLICATED_OVERRIDES, prepare=_clear_replicated_store)
+def sc_tiered_storage_replicated(ctx: Ctx) -> dict:
+    """Tiered storage (KIP-405) on three KRaft nodes (Kafka 4.3.1, LocalTieredStorage as the remote
+    storage manager, one store shared by the nodes, `__remote_log_metadata` with replication factor
+    3). `tiered` (1 partition, replication factor 3, `remote.storage.enable`, 1 KiB segments,
+    `local.retention.ms` 1000): a librdkafka transactional producer (TV1) commits and aborts
+    transactions while an idempotent producer (acks=all) writes between them. The leader's
+    RemoteLogManager copies rolled segments below the last stable offset to the store; every replica
+    (leader and followers) deletes its local copies once they are remote, so the first segments
+    exist only in the store. Then the leader is stopped cleanly: another replica becomes leader in a
+    new leader epoch and goes on tiering; the stopped node is started again and catches up; a few more
+    transactions stay local (active segment); every replica is in the ISR at the clean shutdown of the
+    three nodes. Nothing is left open.
+    `remote-store/` is the LocalTieredStorage directory, copied unmodified."""
+    key = "tiered-0"
+    ctx.create_topic("tiered", 1, 1024, **{"remote.storage.enable": "true", "local.retention.ms": "1000"})
+    placement = ctx.partitions("tiered")
+    t = ctx.ck("tiered-writer", **{"transactional.id": "tiered-rf3-txn"})
+    t.p.init_transactions(30)
+    ctx.rec.producer("tiered-writer", client="confluent-kafka", kind="transactional", transactional_id="tiered-rf3-txn")
+    idem = ctx.ck("tiered-idem", **{"enable.idempotence": True, "linger.ms": 0})
+    ctx.rec.producer("tiered-idem", client="confluent-kafka", kind="idempotent", acks="all")
+
+    def rounds(tag: str, n: int) -> None:
+        for r in range(n):
+            ctx.ck_txn(t, [("tiered", 0, val(tag, 2 * r)), ("tiered", 0, val(tag, 2 * r + 1))],
+                       "ABORT" if r % 4 == 2 else "COMMIT")
+            ctx.idem_write(idem, [("tiered", 0, val(tag + "i", r))])
+
+    rounds("a", 10)
+    before_stop = _wait_replicated(ctx, key, _all_local_past(2))
+    first_leader = ctx.partitions("tiered")[0]["leader"]
+    ctx.broker.nodes[first_leader].stop()
+    deadline = time.monotonic() + 30
+    while ctx.partitions("tiered")[0]["leader"] in (first_leader, -1):
+        if time.monotonic() > deadline:
+            raise RuntimeError("tiered-0 leader did not move")
+        time.sleep(0.2)
+    while_stopped = ctx.partitions("tiered")
+    rounds("b", 6)
+    ctx.broker.start_node(first_leader)
+    isr = ctx.wait_isr_full(["tiered", "__transaction_state", "__remote_log_metadata"], timeout=120)
+    rounds("c", 6)
+    n = len(before_stop["remote_segment_bases"])
+    after = _wait_replicated(ctx, key, lambda s: _all_local_past(n + 2)(s)
+                             and min(s["local_segment_bases"].values())[0] > max(before_stop["remote_segment_bases"]))
+    time.sleep(3)  # a few more copy / retention rounds
+    rounds("d", 2)  # local data above the tiered part (the active segment is never copied)
+    final = _replicated_state(ctx, key)
+    ctx.record_end_offsets([("tiered", 0)])
+    isr_final = ctx.wait_isr_full(["tiered", "__transaction_state"])
+    ctx.extra_dirs[TIERED_STORE_NAME] = REPLICATED_STORE
+    ctx.ending_text = "clean shutdown (SIGTERM) of all 3 nodes at once, every replica in the ISR"
+    return {
+        "description": sc_tiered_storage_replicated.__doc__,
+        "steps": {"placement_at_create": {key: placement[0]}, "segments_before_leader_stop": before_stop,
+                  "stopped_leader": first_leader, "partitions_while_stopped": {key: while_stopped[0]},
+                  "isr_after_restart": isr, "segments_after_restart": after, "segments_at_shutdown": final,
+                  "isr_before_shutdown": isr_final,
+                  "remote_store": f"{TIERED_STORE_NAME}/ (LocalTieredStorage rsm.config.dir of every node; the "
+                                  "broker property points at the capture's work directory)"},
+        "expect": {"anomalies": []},
+    }
