@@ -330,6 +330,18 @@ def test_real_seeds_cover_every_decoder() -> None:
             "partition-metadata", "quorum-state", "meta-properties", "replication-offset-checkpoint"} <= set(REAL_SEEDS)
 
 
+def _write_mutated(d: str, rel: str, seed: bytes, data) -> str:
+    """``seed`` mutated 1-3 times (:func:`_mutate`), written at ``d/broker-1/rel``; its path."""
+    buf = bytearray(seed)
+    for _ in range(data.draw(st.integers(1, 3))):
+        buf = _mutate(buf, data)
+    path = os.path.join(d, "broker-1", rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(buf)
+    return path
+
+
 def _mutate(buf: bytearray, data) -> bytearray:
     op = data.draw(st.sampled_from(["flip", "cut", "zeros", "length", "append"]))
     if op == "flip" and buf:
@@ -356,16 +368,10 @@ def test_table_decoders_on_mutated_real_files(label: str, data) -> None:
     from auditor.ingest.tables import TABLES, iter_rows
 
     rel, seed = REAL_SEEDS[label]
-    buf = bytearray(seed)
-    for _ in range(data.draw(st.integers(1, 3))):
-        buf = _mutate(buf, data)
     with tempfile.TemporaryDirectory(prefix="fuzz-") as d:
-        path = os.path.join(d, "broker-1", rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(buf)
+        path = _write_mutated(d, rel, seed, data)
         tasks = make_plan([path]).tasks
-        assert tasks or not buf, label
+        assert tasks or os.path.getsize(path) == 0, label
         for task in tasks:
             task["active"] = data.draw(st.booleans())  # streaming or columnar segment path
             for spec in TABLES.values():
@@ -423,14 +429,8 @@ def test_dump_extension_on_mutated_real_segments(which: int, data) -> None:
 
     assert dump_native.available()
     rel, seed = REAL_SEGMENTS[which]
-    buf = bytearray(seed)
-    for _ in range(data.draw(st.integers(1, 3))):
-        buf = _mutate(buf, data)
     with tempfile.TemporaryDirectory(prefix="fuzz-native-") as d:
-        path = os.path.join(d, "broker-1", rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(buf)
+        path = _write_mutated(d, rel, seed, data)
         for task in make_plan([path], split_bytes=1 << 62).tasks:
             if task["kind"] != "segment":
                 continue
