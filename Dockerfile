@@ -10,7 +10,7 @@
 # runtime (Python + a headless JRE) that only receives the results of the other two.
 
 FROM python:3.11.7-slim-bookworm AS wheels
-# a C compiler for the package's one extension (auditor/cli/_dumpv2.c, `dump`'s inner loop)
+# a C compiler for the package's one extension (auditor/dump/_dumpv2.c, `dump`'s inner loop)
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
@@ -33,10 +33,10 @@ COPY --from=wheels /wheels /wheels
 RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
 COPY --from=jars /src/build/delta/jars /opt/txn-audit/jars
 COPY scripts/spark_submit_entry.py /opt/txn-audit/spark_submit_entry.py
-# the driver JVM's class-data sharing archive (auditor/engine/jvmcache.py), trained on one sample
+# the driver JVM's class-data sharing archive (auditor/perf/jvmcache.py), trained on one sample
 # capture: every embedded session of the image starts ~3 s sooner (never an error if it fails)
 COPY sample_logs/hanging-late-write /tmp/cds-sample
-RUN SPARK_LOCAL_IP=127.0.0.1 python -m auditor.engine.jvmcache /tmp/cds-sample && rm -rf /tmp/cds-sample
+RUN SPARK_LOCAL_IP=127.0.0.1 python -m auditor.perf.jvmcache /tmp/cds-sample && rm -rf /tmp/cds-sample
 # get_spark() puts the Delta jars of TXN_AUDIT_DELTA_JARS on spark.jars (embedded and --master runs);
 # spark-submit takes them with --jars (see docs/operations.md)
 ENV PYSPARK_PYTHON=python3 \

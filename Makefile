@@ -12,7 +12,7 @@ OUT ?= build/demo
 # everything: what the tests need (dev extras, Kafka broker jars, Delta jars, HDFS jars, Chromium)
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py auditor/cli/_dumpv2.c scripts/setup.sh scripts/delta/fetch.sh scripts/delta/pom.xml scripts/kafka/pom.xml \
+$(STAMP): pyproject.toml setup.py auditor/dump/_dumpv2.c scripts/setup.sh scripts/delta/fetch.sh scripts/delta/pom.xml scripts/kafka/pom.xml \
           scripts/hdfs/fetch.sh scripts/hdfs/pom.xml
 	bash scripts/setup.sh $(VENV) test
 	touch $(STAMP) $(DEMO_STAMP)
@@ -20,14 +20,14 @@ $(STAMP): pyproject.toml setup.py auditor/cli/_dumpv2.c scripts/setup.sh scripts
 # only what the demo runs: Java and the package's runtime dependencies
 setup-demo: $(DEMO_STAMP)
 
-$(DEMO_STAMP): pyproject.toml setup.py auditor/cli/_dumpv2.c scripts/setup.sh
+$(DEMO_STAMP): pyproject.toml setup.py auditor/dump/_dumpv2.c scripts/setup.sh
 	bash scripts/setup.sh $(VENV) demo
 	touch $(DEMO_STAMP)
 
-# the driver JVM's class-data sharing archive (auditor/engine/jvmcache.py): ~1 min once, then every
+# the driver JVM's class-data sharing archive (auditor/perf/jvmcache.py): ~1 min once, then every
 # scan starts ~3 s sooner; `make setup` builds it, a demo install only when asked
 jvm-cache: setup-demo
-	$(PY) -m auditor.engine.jvmcache sample_logs/hanging-late-write
+	$(PY) -m auditor.perf.jvmcache sample_logs/hanging-late-write
 
 # ends on the scan's report (the last thing printed); the tables stay in $(OUT)/tables for
 # `txn-audit tables`, `timeline` and `coordinator`. --exit-zero: findings are what the demo shows.
@@ -40,8 +40,8 @@ test: setup
 
 # the package as a zip for spark-submit --py-files
 zip: setup
-	mkdir -p build && rm -f build/txn_audit.zip
-	$(PY) -m zipfile -c build/txn_audit.zip auditor rules
+	rm -f build/txn_audit.zip
+	$(PY) scripts/package_zip.py build/txn_audit.zip
 
 clean:
 	rm -rf build .pytest_cache

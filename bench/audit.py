@@ -242,8 +242,8 @@ def main() -> None:
     ap.add_argument("--duckdb-threads", type=int, default=2, help="threads of the DuckDB reference (0: leave it out)")
     args = ap.parse_args()
 
-    from auditor.engine.audit import audit
-    from auditor.engine.session import get_spark
+    from auditor.engine.runner import audit
+    from auditor.spark.session import get_spark
 
     sampler = RssSampler()
     sampler.start()

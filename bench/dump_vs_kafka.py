@@ -66,7 +66,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import decode  # noqa: E402  (the segment generators)
 
 KAFKA_VERSION = "4.3.1"
-# topics whose records `dump --records` decodes (auditor/cli/dump_run.py: _INTERNAL)
+# topics whose records `dump --records` decodes (auditor/dump/_run.py: _INTERNAL)
 INTERNAL_TOPICS = ("__transaction_state", "__consumer_offsets", "__cluster_metadata", "__share_group_state",
                    "__remote_log_metadata")
 MAIN = "org.apache.kafka.tools.DumpLogSegments"

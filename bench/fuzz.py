@@ -6,7 +6,7 @@ Seeds are the files of ``sample_logs/`` and, when it is there, the external corp
 (``$TXN_AUDIT_REAL_LOGS``, as for the tests) of
 every kind the planner decodes, at most 64 KiB each; a *target* is one kind (a data segment, a
 ``__transaction_state`` segment, a producer snapshot, a checkpoint, ...), and ``dump-native:*``
-the segments again through ``dump``'s compiled path (auditor/cli/_dumpv2.c), whose output and
+the segments again through ``dump``'s compiled path (auditor/dump/_dumpv2.c), whose output and
 problems must equal the per-object path's. Each input is a seed
 with 1-3 mutations (a byte replaced, a cut, a cut plus zeros, a 4-byte field set to a huge or
 negative length, bytes appended), written to a scratch directory under the seed's partition
@@ -125,12 +125,12 @@ def run_one(path: Path, rng: random.Random, timeout: float) -> tuple[int, str | 
 
 def run_native(path: Path, timeout: float) -> tuple[int, str | None]:
     """(problem rows, failure or None) for one segment through ``dump``'s compiled path
-    (auditor/cli/_dumpv2.c, then the Python path from where it stopped): a failure is output or
+    (auditor/dump/_dumpv2.c, then the Python path from where it stopped): a failure is output or
     problems that differ from the per-object path's, an exception, a hang; a crash of the
     extension ends the run (the input is kept first, see main)."""
     import json
 
-    from auditor.cli import dump_run
+    from auditor.dump import _run as dump_run
     from auditor.ingest.plan import make_plan
 
     def alarm(*_):
@@ -183,7 +183,7 @@ def main() -> None:
     a = ap.parse_args()
 
     corpus = seeds()
-    from auditor.cli import dump_native
+    from auditor.dump import _native as dump_native
 
     if dump_native.available():  # dump's compiled path on the same segments: equal to the Python path
         for target in [t for t in corpus if t.startswith("segment:")]:

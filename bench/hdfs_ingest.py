@@ -46,7 +46,7 @@ def decode_all(inp: str) -> tuple[float, int]:
 
 
 def ingest_once(spark, inp: str, out: Path) -> tuple[float, dict]:
-    from auditor.engine.ingest_job import ingest
+    from auditor.ingest.spark_job import ingest
 
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
@@ -67,7 +67,7 @@ def main() -> None:
 
     from batch import generate
     from scripts.hdfs.harness import MiniHdfs, mirror
-    from auditor.engine.session import get_spark
+    from auditor.spark.session import get_spark
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-hdfs-"))
     try:

@@ -42,9 +42,9 @@ def child(dirs: list[str]) -> dict:
     import io
     import tempfile
 
-    from auditor.engine.ingest_job import ingest, small_plan, start_local_decode
-    from auditor.engine.session import embedded_local, get_spark
     from auditor.ingest.plan import make_plan
+    from auditor.ingest.spark_job import ingest, small_plan, start_local_decode
+    from auditor.spark.session import embedded_local, get_spark
 
     plan = make_plan(dirs)  # as `scan` does: the input's size chooses the session's settings
     t_inputs = time.monotonic() - t_start
@@ -53,7 +53,7 @@ def child(dirs: list[str]) -> dict:
     spark = get_spark(small_input=small_plan(plan), delta=False)  # as `scan` starts it: Parquet tables only
     sc = spark.sparkContext
     t_session = time.monotonic() - t_start - t_inputs
-    from auditor.engine.audit import audit
+    from auditor.engine.runner import audit
 
     jobs: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:
@@ -64,7 +64,7 @@ def child(dirs: list[str]) -> dict:
                 sc.setJobGroup("report", "report")
 
         sc.setJobGroup("audit", "audit")
-        from auditor.engine.py4jcache import deferred_releases
+        from auditor.perf.py4jcache import deferred_releases
 
         with deferred_releases(sc):  # as `scan` runs it
             res = audit(spark, f"{tmp}/tables", report=True, progress=progress)

@@ -64,7 +64,7 @@ from __future__ import annotations
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
-from rules._common import ABORT, COORDINATOR_EPOCH
+from auditor.rules._common import ABORT, COORDINATOR_EPOCH
 
 EVIDENCE = (
     Evidence("age_only", "boolean", "true when no coordinator record could be consulted for the producer"),

@@ -39,7 +39,7 @@ from __future__ import annotations
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import INT32_MAX as INT_MAX, REPLICA
-from rules._common import COMPACTED
+from auditor.rules._common import COMPACTED
 
 EVIDENCE = (
     Evidence("batch_offset", "bigint", "offset of the batch out of order"),

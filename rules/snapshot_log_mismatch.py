@@ -44,7 +44,7 @@ from __future__ import annotations
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
-from rules._common import ABORT, COMPACTED, COORDINATOR_EPOCH
+from auditor.rules._common import ABORT, COMPACTED, COORDINATOR_EPOCH
 
 ENTRY = [*REPLICA, "snapshot_offset", "entry_index", "producer_id"]
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
-from rules._common import ABORT, COMPACTED, COORDINATOR_EPOCH
+from auditor.rules._common import ABORT, COMPACTED, COORDINATOR_EPOCH
 
 EVIDENCE = (
     Evidence("last_stable_offset", "bigint", "the partition's LSO as the broker computes it from this log"),

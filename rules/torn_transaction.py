@@ -61,7 +61,7 @@ from __future__ import annotations
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Command, Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
-from rules._common import COORDINATOR_EPOCH
+from auditor.rules._common import COORDINATOR_EPOCH
 from auditor.model.coordinator import HISTORY_KEY
 
 EVIDENCE = (

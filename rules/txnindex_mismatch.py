@@ -49,7 +49,7 @@ from __future__ import annotations
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
-from rules._common import COMPACTED
+from auditor.rules._common import COMPACTED
 
 EVIDENCE = (
     Evidence("entry_first_offset", "bigint", "the .txnindex entry's first offset"),

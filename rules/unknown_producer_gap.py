@@ -69,7 +69,7 @@ from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA
 from auditor.model.producer_state.spark import snapshot_remembers
 from auditor.model.remote import lineage_starts
-from rules._common import COMPACTED
+from auditor.rules._common import COMPACTED
 
 EVIDENCE = (
     Evidence("base_sequence", "int", "sequence of the producer's first retained batch"),

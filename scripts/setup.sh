@@ -69,8 +69,8 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
     echo "setup: no chromium and no apt-get: install Chromium to run the HTML report tests" >&2; exit 2
   fi
 fi
-# The driver JVM's class-data sharing archive (auditor/engine/jvmcache.py): one training scan of a
+# The driver JVM's class-data sharing archive (auditor/perf/jvmcache.py): one training scan of a
 # sample capture (about a minute), then every embedded Spark session of the tests starts ~3 s sooner.
 # `make jvm-cache` builds it for a demo install; its absence is never an error.
-"$VENV/bin/python" -m auditor.engine.jvmcache sample_logs/hanging-late-write
+"$VENV/bin/python" -m auditor.perf.jvmcache sample_logs/hanging-late-write
 echo "setup: $VENV ready" >&2

@@ -54,7 +54,7 @@ def spark():
     4 GiB, not the product's 2 GiB default: one JVM holds ~900 tests' worth of plans and caches, and
     test_scenarios (every capture of sample_logs/ in one audit, three ways) ran out of a 2 GiB heap
     at the end of the full run (Task serialization: OutOfMemoryError) while passing alone."""
-    from auditor.engine.session import get_spark
+    from auditor.spark.session import get_spark
 
     session = get_spark("local[2]", {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "4g"})
     yield session

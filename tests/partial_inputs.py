@@ -59,8 +59,8 @@ def _cluster(scenario: Path) -> str:
 
 
 def _audit(spark, tmp: Path, inputs: list[str], name: str) -> list[dict]:
-    from auditor.engine.audit import audit
-    from auditor.engine.ingest_job import ingest
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
 
     out = tmp / name
     ingest(spark, inputs, str(out))
@@ -203,7 +203,7 @@ if __name__ == "__main__":
     here = str(Path(__file__).resolve().parent)
     sys.path[:] = [str(Path(here).parent)] + [p for p in sys.path if p != here] + [here]
 
-    from auditor.engine.session import get_spark
+    from auditor.spark.session import get_spark
 
     spark = get_spark("local[2]", {"spark.sql.shuffle.partitions": "2"})
     with tempfile.TemporaryDirectory() as t:

@@ -11,7 +11,7 @@ A case file holds
   written ``T0``, ``T0+2h``, ``T0-100`` (ms, or with a unit ``s``/``m``/``h``/``d``);
 * ``other_cluster`` (optional) — rows put in a second cluster of their own, which
   must not change this case's findings (what a rule must keep apart per cluster);
-* ``options`` (optional) — :class:`auditor.engine.views.AuditOptions` fields (times
+* ``options`` (optional) — :class:`auditor.engine.context.AuditOptions` fields (times
   as in ``input``); cases with options are audited apart from the others, grouped by
   their options;
 * ``example`` (optional) — ``true`` for the one case per rule whose first finding

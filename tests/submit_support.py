@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 
-from conftest import PROJECT
+from scripts import package_zip
 
 
 def code_zip(dest_dir: Path) -> Path:
-    """build/txn_audit.zip as ``make zip`` builds it: the code for ``--py-files``."""
-    pkg = dest_dir / "txn_audit.zip"
-    with zipfile.ZipFile(pkg, "w") as z:
-        for sub in ("auditor", "rules"):
-            for p in (PROJECT / sub).rglob("*.py"):
-                z.write(p, p.relative_to(PROJECT).as_posix())
-    return pkg
+    """build/txn_audit.zip as ``make zip`` builds it (scripts/package_zip.py): the code for ``--py-files``."""
+    return package_zip.code_zip(dest_dir / "txn_audit.zip")
 
 
 def errors(stderr: str, keep: int = 6000) -> str:

@@ -192,7 +192,7 @@ class TableSet:
                   next_not_given_offset: int | None = None, broker_id: int | None = None) -> "TableSet":
         """The partition was given segment by segment: its directory had ``before`` / ``after`` /
         ``between`` live segments that were not (the ingest manifest's ``not_given``,
-        :mod:`auditor.ingest.coverage`)."""
+        :mod:`auditor.ingest.not_given`)."""
         ctx = self._ctx(topic, partition, broker_id)
         self.not_given_rows.append({
             "cluster_id": ctx["cluster_id"], "log_dir": ctx["log_dir"], "topic": topic, "partition": partition,

@@ -25,7 +25,7 @@ from batch_support import decoder_rows, delta_rows
 from conftest import PROJECT, SAMPLE_LOGS
 from submit_support import code_zip, errors
 from test_scenarios import RULES_FOR, SCENARIOS, _cluster_of
-from auditor.engine.session import delta_jars
+from auditor.spark.session import delta_jars
 from auditor.ingest.tables import TABLES
 
 sys.path.insert(0, str(PROJECT))

@@ -1,7 +1,9 @@
 """The scheduled batch job over a log dir that changes like a live broker's
 between runs: three runs in the test process (shared local Spark session, Delta
 tables), and the same three runs on a second warehouse with the job killed
-(SIGKILL of its JVM and itself) at several points and re-run.
+(SIGKILL of its JVM and itself) at several points and re-run. The killed runs are
+CLI processes of their own; they run while the test process does the clean run
+on its own warehouse.
 
 Run 1 builds every table; run 2 finds nothing new; between runs 2 and 3 the
 active segment grows (an ABORT marker closes a hanging transaction), a segment
@@ -15,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -88,19 +91,30 @@ def runs(spark, tmp_path_factory):
         out["states"].append({"versions": _versions(spark, wh), "findings": _findings(spark, wh)})
 
     def crashed_run(kills):
-        for stage in kills:
-            _killed(log, crashed, stage)
+        """The killed attempts (started by ``kill_in_background``: they ran while the clean
+        run did), then the attempt that completes the run."""
+        if kills:
+            kills.result()
         out["resumed"].append(run_batch(spark, [str(log)], str(crashed), only=RULES))
 
-    clean_run([str(log)])
-    out["tables_after_run_1"] = decoder_rows([str(log)])
-    crashed_run(KILLS_RUN_1)
-    out["same_after_run_1"] = (_state(spark, wh), _state(spark, crashed))
-    clean_run([str(log)])
-    crashed_run([])
-    out["changes"] = mutate_to_v2(log)
-    clean_run(["file://" + str(log)])  # a file: URI names the same input
-    crashed_run(KILLS_RUN_3)
+    def kill_in_background(stages):
+        """The killed CLI runs of ``stages`` in their own processes, one after the other, while
+        this process does the clean run on its own warehouse: a killed run is mostly its JVM's
+        start, which then overlaps the clean run's Spark jobs instead of following them."""
+        return pool.submit(lambda: [_killed(log, crashed, stage) for stage in stages])
+
+    with ThreadPoolExecutor(1) as pool:
+        kills = kill_in_background(KILLS_RUN_1)
+        clean_run([str(log)])
+        out["tables_after_run_1"] = decoder_rows([str(log)])
+        crashed_run(kills)
+        out["same_after_run_1"] = (_state(spark, wh), _state(spark, crashed))
+        clean_run([str(log)])
+        crashed_run(None)
+        out["changes"] = mutate_to_v2(log)
+        kills = kill_in_background(KILLS_RUN_3)
+        clean_run(["file://" + str(log)])  # a file: URI names the same input
+        crashed_run(kills)
     out["same_after_run_3"] = (_state(spark, wh), _state(spark, crashed))
     return out
 

@@ -38,8 +38,8 @@ import pytest
 
 from conftest import HAVE_REAL_LOGS, REAL_LOGS, SAMPLE_LOGS
 from kafka_oracle import load_partitions, requests_for_log_dirs
-from auditor.engine.ingest_job import ingest
-from auditor.engine.views import AuditContext
+from auditor.ingest.spark_job import ingest
+from auditor.engine.context import AuditContext
 from auditor.model.producer_state.reference import load_replica
 from scripts.kafka.harness import KAFKA_4_4, NEWEST
 

@@ -194,7 +194,7 @@ def test_failure_names_the_jvm_log(tmp_path):
 def test_batch_fail_on(monkeypatch, tmp_path, fail_on, code):
     """batch: findings are data (status 0) unless --fail-on SEV is given and an open finding reaches it."""
     import auditor.batch.job as job
-    import auditor.engine.session as session
+    import auditor.spark.session as session
 
     class Result:
         findings = [{"severity": "critical", "rule": "hanging-transaction"}]

@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import PROJECT, REAL_LOGS
-from auditor.cli import dump_cmd, dump_fast
-from auditor.formats import jsonl_columns as jc
+from auditor.dump import _columns as jc, _fast as dump_fast, _run as dump_run
 from auditor.ingest.plan import make_plan
 
 
@@ -23,21 +22,21 @@ def _tasks(root):
 
 def _reference(task, records):
     lines, problems = [], []
-    for o in dump_cmd._objects(task, records):
+    for o in dump_run._objects(task, records):
         if o["type"] == "problem":
             problems.append(o)
         else:
-            lines.append((json.dumps(o, default=dump_cmd._json_default) + "\n").encode())
+            lines.append((json.dumps(o, default=dump_run._json_default) + "\n").encode())
     return b"".join(lines), problems
 
 
 def _fast(task, records):
     out, problems = io.BytesIO(), []
-    for o in dump_cmd._fast_items(task, records, out):
+    for o in dump_run._fast_items(task, records, out):
         if o["type"] == "problem":
             problems.append(o)
         else:
-            out.write((json.dumps(o, default=dump_cmd._json_default) + "\n").encode())
+            out.write((json.dumps(o, default=dump_run._json_default) + "\n").encode())
     return out.getvalue(), problems
 
 
@@ -121,7 +120,7 @@ def test_record_walk_equals_per_object_dump(tmp_path, monkeypatch, group_bytes):
     """--records of plain batches is walked vectorised, a group of bytes at a time (small groups:
     many groups, some too few batches to walk, some spanning more than twice a group); every
     batch it cannot vouch for goes the exact way."""
-    from auditor.cli import dump_fast
+    from auditor.dump import _fast as dump_fast
 
     if group_bytes is not None:
         monkeypatch.setattr(dump_fast, "_WALK_GROUP_BYTES", group_bytes)
@@ -137,7 +136,7 @@ def test_record_walk_equals_per_object_dump(tmp_path, monkeypatch, group_bytes):
 
 def test_only_internal_topics_have_segment_tables_besides_batches():
     """``dump`` skips the table registry for other topics' segments (dump_run._fast_items)."""
-    from auditor.cli.dump_run import _INTERNAL
+    from auditor.dump._run import _INTERNAL
     from auditor.ingest.tables import TABLES
 
     for name, spec in TABLES.items():

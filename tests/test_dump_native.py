@@ -1,4 +1,4 @@
-"""The compiled path of ``txn-audit dump`` (auditor/cli/_dumpv2.c, auditor/cli/dump_native.py)
+"""The compiled path of ``txn-audit dump`` (auditor/dump/_dumpv2.c, auditor/dump/_native.py)
 writes exactly what the per-object path writes, and leaves to the Python path every entry it
 cannot vouch for, so that the problems are the Python path's too. Any difference is a bug."""
 
@@ -18,13 +18,13 @@ from builders import data_batch, kp_batch, kp_legacy, marker
 from conftest import PROJECT, REAL_LOGS
 from test_dump_columnar import _reference, _tasks
 
-from auditor.cli import dump_lines, dump_native, dump_run
+from auditor.dump import _lines as dump_lines, _native as dump_native, _run as dump_run
 from auditor.ingest.plan import make_plan
 
 
 def test_the_extension_is_built_here_and_writes_the_fields_in_the_lines_order():
     """setup.py builds it wherever a C compiler is: where the tests run, it must be there."""
-    from auditor.cli import _dumpv2
+    from auditor.dump import _dumpv2
 
     assert dump_native.available()
     assert list(_dumpv2.FIELDS) == dump_lines.BATCH_KEYS[:len(_dumpv2.FIELDS)]
@@ -33,7 +33,7 @@ def test_the_extension_is_built_here_and_writes_the_fields_in_the_lines_order():
 
 def _through_native(task, tmp_path, records=False):
     """What ``dump`` writes for ``task`` (compiled path, then the Python path from where it stopped),
-    written as :func:`auditor.cli.dump_run.run` writes it."""
+    written as :func:`auditor.dump.run` writes it."""
     out_path = tmp_path / "out.jsonl"
     problems = []
     with open(out_path, "wb") as out:
@@ -53,7 +53,7 @@ def _stop(task):
 
 
 def _check(tasks, tmp_path):
-    """Headers, then ``--records`` (the record walk of auditor/cli/_dumpv2.c's ``records``)."""
+    """Headers, then ``--records`` (the record walk of auditor/dump/_dumpv2.c's ``records``)."""
     assert tasks
     for task in tasks:
         for records in (False, True):
@@ -180,7 +180,7 @@ def test_a_fifo_in_place_of_the_segment_is_refused_without_blocking(tmp_path):
 
 
 # --------------------------------------------------------------------------- --records (issue 29)
-# The extension's record walk (``records`` in auditor/cli/_dumpv2.c: lz4 decompressed in C, the other
+# The extension's record walk (``records`` in auditor/dump/_dumpv2.c: lz4 decompressed in C, the other
 # codecs through auditor.formats.codecs.decompress, header keys escaped as json.dumps escapes them)
 # must write what the per-object path writes, and hand every batch it cannot vouch for to Python.
 
@@ -261,7 +261,7 @@ def test_the_record_walk_writes_what_python_writes(tmp_path, codec):
 def test_the_record_walk_writes_its_lines_itself():
     """Most of a batch's records are the walk's, not the Python fallback's: an accidental fallback
     for every batch would pass the equality checks above while taking the old path's time."""
-    from auditor.cli import _dumpv2
+    from auditor.dump import _dumpv2
 
     calls = []
     entries = _records_segment("lz4")[:2]

@@ -323,9 +323,9 @@ def test_repeated_and_unplaced_blocks_are_listed_not_read(texts, tmp_path):
 # -- the audit of the text ---------------------------------------------------------------
 
 def _findings(spark, inputs: list[str], out: Path, messages: bool = False) -> tuple[set[tuple], list[str]]:
-    from auditor.engine.audit import audit
-    from auditor.engine.ingest_job import ingest
-    from auditor.engine.views import AuditContext
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
+    from auditor.engine.context import AuditContext
 
     ing = ingest(spark, inputs, str(out))
     assert not ing.bad_files, ing.bad_files

@@ -23,9 +23,9 @@ import time
 
 import pytest
 
-from auditor.engine.audit import audit
-from auditor.engine.ingest_job import ingest
-from auditor.engine.views import AuditOptions
+from auditor.engine.runner import audit
+from auditor.ingest.spark_job import ingest
+from auditor.engine.context import AuditOptions
 from scripts.capture import transactions
 from scripts.capture.context import Ctx
 from scripts.kafka.harness import PRE_VERIFICATION, classpath

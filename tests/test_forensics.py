@@ -137,7 +137,7 @@ def test_coordinator_picks_the_partition_real_brokers_used(tmp_path):
 
 @pytest.fixture(scope="module")
 def hlw(spark, tmp_path_factory):
-    from auditor.engine.ingest_job import ingest
+    from auditor.ingest.spark_job import ingest
 
     out = tmp_path_factory.mktemp("hlw") / "tables"
     ingest(spark, [str(SCENARIO)], str(out), tables=["batches", "transaction_log", "checkpoints", "metadata_records"])
@@ -405,7 +405,7 @@ def test_timeline_takes_log_start_and_high_watermark_from_the_model(spark, tmp_p
     """The replay's LSO is the audit's: an open transaction below the log start
     (log-start-offset-checkpoint above it) holds the LSO at the log start, never below
     it, and the high watermark is the model's replication checkpoint entry."""
-    from auditor.engine.views import AuditContext
+    from auditor.engine.context import AuditContext
 
     t = TableSet(tmp_path / "t")
     t.batch(TOPIC, 0, 0, producer_id=5, producer_epoch=0, base_sequence=0, transactional=True, ts=T0)  # never closed
@@ -459,7 +459,7 @@ def test_coordinator_partition_count_sources(tmp_path):
 def compacted(spark, tmp_path_factory):
     """A compacted partition after two cleaner passes: its directory holds the cleaner's
     ``*.log.deleted`` copies of the segments it replaced next to the live ones."""
-    from auditor.engine.ingest_job import ingest
+    from auditor.ingest.spark_job import ingest
 
     out = tmp_path_factory.mktemp("compacted") / "tables"
     ingest(spark, [str(SAMPLE_LOGS / "compacted-hanging")], str(out),

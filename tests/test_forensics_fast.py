@@ -27,7 +27,7 @@ HANG = HLW["expect"]["anomalies"][0]
 
 @pytest.fixture(scope="module")
 def tables(spark, tmp_path_factory):
-    from auditor.engine.ingest_job import ingest
+    from auditor.ingest.spark_job import ingest
 
     out = tmp_path_factory.mktemp("samples") / "tables"
     dirs = sorted(str(p) for p in SAMPLE_LOGS.iterdir() if p.is_dir())
@@ -37,7 +37,7 @@ def tables(spark, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ctx(spark, tables):
-    from auditor.engine.views import AuditContext
+    from auditor.engine.context import AuditContext
 
     c = AuditContext(spark, str(tables))
     c.single_partition = True  # a small dump: fewer Spark stages, the same rows

@@ -387,7 +387,7 @@ def test_table_decoders_on_mutated_real_files(label: str, data) -> None:
 
 
 # --------------------------------------------------------------------------- dump's compiled path
-# ``dump``'s C extension (auditor/cli/_dumpv2.c) frames batches and checks CRCs itself. On the same
+# ``dump``'s C extension (auditor/dump/_dumpv2.c) frames batches and checks CRCs itself. On the same
 # mutations of real segments (every codec of the ``clean`` capture, markers, the internal topics,
 # message formats 0 and 1), what ``dump`` writes through it, and the problems the Python path
 # reports from where it stopped, must equal the per-object path's: a difference, a crash of the
@@ -424,7 +424,7 @@ def test_dump_extension_on_mutated_real_segments(which: int, data) -> None:
 
     from test_dump_columnar import _reference
 
-    from auditor.cli import dump_native, dump_run
+    from auditor.dump import _native as dump_native, _run as dump_run
     from auditor.ingest.plan import make_plan
 
     assert dump_native.available()

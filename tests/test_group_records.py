@@ -506,9 +506,9 @@ def _compare_dump(row: dict, rec: dict, table: str) -> None:
 def audited(spark, tmp_path_factory):
     """The two captures and consumer-offsets-hanging (classic protocol) ingested and audited together:
     each is a cluster of its own (its cluster id), split back by it."""
-    from auditor.engine.audit import audit
-    from auditor.engine.ingest_job import ingest
-    from auditor.engine.views import AuditContext
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
+    from auditor.engine.context import AuditContext
     from auditor.formats.checkpoints import read_meta_properties
 
     names = {**CAPTURES, "classic": "consumer-offsets-hanging"}

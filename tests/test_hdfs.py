@@ -216,7 +216,7 @@ def s3(monkeypatch, spark):
 def test_ingest_from_s3_equals_ingest_from_local_disk(s3, spark, tmp_path):
     from pyarrow import fs
 
-    from auditor.engine.ingest_job import ingest
+    from auditor.ingest.spark_job import ingest
 
     src = SAMPLE_LOGS / "hanging-late-write"
     s3fs = fs.S3FileSystem(**storage.s3_options(), allow_bucket_creation=True)

@@ -200,7 +200,7 @@ def test_read_payload_refuses_before_reading(tmp_path):
 
 # -- 3. report robustness: rows with missing keys --------------------------------------------------
 
-from auditor.engine.report_data import affected_partitions, sort_key  # noqa: E402
+from auditor.report.spark.data import affected_partitions, sort_key  # noqa: E402
 from auditor.report import FORMATS, build_report, render  # noqa: E402
 from auditor.report.render_table import render_table  # noqa: E402
 
@@ -292,8 +292,8 @@ def test_report_data_with_rows_without_cluster_broker_or_partition(spark, tmp_pa
     log dir without meta.properties: the summary and charts are computed, not dropped (the issue's
     ``TypeError: '<' not supported between instances of 'NoneType' and 'str'``)."""
     from tables_builder import TableSet
-    from auditor.engine.report_data import build_report_data
-    from auditor.engine.views import AuditContext
+    from auditor.report.spark.data import build_report_data
+    from auditor.engine.context import AuditContext
 
     t = TableSet(tmp_path / "tables")
     t.batch("orders", 0, 0, 3, producer_id=10, producer_epoch=0, base_sequence=0, transactional=True, ts=T0)

@@ -13,7 +13,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from builders import data_batch, marker
-from auditor.engine.ingest_job import MANIFEST, ingest
+from auditor.ingest.spark_job import MANIFEST, ingest
 
 pytestmark = pytest.mark.spark
 
@@ -157,7 +157,7 @@ def test_large_input_path_writes_the_same_tables(spark, bad_logdir, tmp_path, mo
     inputs = [str(bad_logdir), str(SAMPLE_LOGS / "hanging-late-write")]
     small = ingest(spark, inputs, str(tmp_path / "small"))
     large = ingest(spark, inputs, str(tmp_path / "large"), small_input_bytes=0)  # small tables by the driver
-    monkeypatch.setattr("auditor.engine.ingest_job.DRIVER_TABLE_ROWS", 0)
+    monkeypatch.setattr("auditor.ingest.spark_job.DRIVER_TABLE_ROWS", 0)
     spark_written = ingest(spark, inputs, str(tmp_path / "spark"), small_input_bytes=0)  # every table by Spark
     for other, res in (("large", large), ("spark", spark_written)):
         assert small.table_rows == res.table_rows and small.table_rows["batches"] > 0

@@ -13,7 +13,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from conftest import REAL_LOGS
-from auditor.engine.ingest_job import ingest
+from auditor.ingest.spark_job import ingest
 from auditor.ingest.plan import make_plan
 
 pytestmark = [pytest.mark.spark, pytest.mark.real_logs]  # every test reads the external corpus

@@ -1,4 +1,4 @@
-"""The driver JVM's class-data sharing archive (auditor/engine/jvmcache.py): built by a
+"""The driver JVM's class-data sharing archive (auditor/perf/jvmcache.py): built by a
 real training run, mapped by a later session's real JVM, and never half-written."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from auditor.engine import jvmcache
+from auditor.perf import jvmcache
 from conftest import PROJECT, SAMPLE_LOGS
 
 # a child that starts an embedded session the way the CLI does and reports nothing itself:
 # the JVM's class-loading log says where each class came from
-_START = ("from auditor.engine.session import get_spark\n"
+_START = ("from auditor.spark.session import get_spark\n"
           "s = get_spark(delta=False)\n"
           "s.range(3).count()\n"
           "s.stop()\n")
@@ -35,7 +35,7 @@ def built(tmp_path_factory):
     d = tmp_path_factory.mktemp("cds")
     env = {**os.environ, jvmcache.CDS_DIR_ENV: str(d)}
     env.pop(jvmcache.CDS_ENV, None)
-    proc = subprocess.run([sys.executable, "-m", "auditor.engine.jvmcache", str(SAMPLE_LOGS / "hanging-late-write")],
+    proc = subprocess.run([sys.executable, "-m", "auditor.perf.jvmcache", str(SAMPLE_LOGS / "hanging-late-write")],
                           env={**env, "PYTHONPATH": str(PROJECT)}, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return d, env

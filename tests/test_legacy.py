@@ -21,7 +21,7 @@ import kafka.codec
 import kafka.record.legacy_records
 import pytest
 
-from auditor.cli import dump_cmd
+from auditor.dump import _run as dump_run
 from auditor.formats.batch import BatchHeader, LogProblem, iter_segment, read_payload
 from auditor.formats.batch_columnar import iter_header_batches
 from auditor.formats.codecs import _xxh32
@@ -156,9 +156,9 @@ def test_unreadable_wrapper_is_a_problem_not_the_end(tmp_path, name: str) -> Non
         assert len(first) <= problems[0]["_problem_position"] < len(first) + len(bad)
         assert words in problems[0]["_problem_message"] and "legacy wrapper at offset 3" in problems[0]["_problem_message"]
         assert [r["record_count"] for r in rows if not r.get("_problem_kind")] == [1, -1, 1]
-    reference = [o for o in dump_cmd._objects(task, True)]
+    reference = [o for o in dump_run._objects(task, True)]
     fast_out = io.BytesIO()
-    fast = [o for o in dump_cmd._fast_items(task, True, fast_out)]
+    fast = [o for o in dump_run._fast_items(task, True, fast_out)]
     assert [o for o in reference if o["type"] == "problem"] == fast == [
         {"type": "problem", "file": task["path"], "table": "batches", "kind": kind,
          "position": problems[0]["_problem_position"], "message": problems[0]["_problem_message"]}]
@@ -200,7 +200,7 @@ def test_capture_dump_records_are_the_inner_messages() -> None:
     steps = json.loads((CAPTURE / "expected.json").read_text())["steps"]["topics"]
     for task in _capture_tasks():
         out = io.BytesIO()
-        assert list(dump_cmd._fast_items(task, True, out)) == []
+        assert list(dump_run._fast_items(task, True, out)) == []
         lines = [json.loads(x) for x in out.getvalue().splitlines()]
         records = [o for o in lines if o["type"] == "record"]
         produced = steps[f"{task['topic']}-{task['partition']}"]["produce_requests"]

@@ -116,7 +116,7 @@ def live(spark, tmp_path_factory):
 
     from confluent_kafka.admin import NewTopic
 
-    from auditor.engine.ingest_job import ingest
+    from auditor.ingest.spark_job import ingest
 
     t0 = time.monotonic()
     work = tmp_path_factory.mktemp("live-broker")

@@ -104,7 +104,7 @@ def test_the_audit_context_reads_only_the_live_log(spark, tmp_path):
     import pyarrow.parquet as pq
 
     from tables_builder import TableSet
-    from auditor.engine.views import AuditContext
+    from auditor.engine.context import AuditContext
     from auditor.ingest.inventory import FILES_SCHEMA
 
     t = TableSet(tmp_path / "tables")

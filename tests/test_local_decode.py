@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow.dataset as ds
 import pytest
 
-from auditor.engine.ingest_job import decode_envelope, ingest, start_local_decode
+from auditor.ingest.spark_job import decode_envelope, ingest, start_local_decode
 from auditor.ingest.local_decode import LocalDecode, runs
 from auditor.ingest.plan import make_plan
 from auditor.ingest.tables import TABLES

@@ -31,7 +31,7 @@ BATCH_COLUMNS = ["base_offset", "last_offset", "producer_id", "producer_epoch", 
 
 @pytest.fixture(scope="module")
 def tables(spark, tmp_path_factory):
-    from auditor.engine.ingest_job import ingest
+    from auditor.ingest.spark_job import ingest
 
     out = tmp_path_factory.mktemp("one-lso") / "tables"
     ingest(spark, [str(SCENARIO)], str(out))
@@ -44,7 +44,7 @@ def replica(spark, tables):
     ``last_stable_offsets`` row for it (``AuditContext``, as the audit builds it)."""
     from pyspark.sql import functions as F
 
-    from auditor.engine.views import AuditContext
+    from auditor.engine.context import AuditContext
 
     ctx = AuditContext(spark, str(tables))
     try:

@@ -1,4 +1,4 @@
-"""``dump``'s threads (auditor/cli/overlap.py, the split window reads of
+"""``dump``'s threads (auditor/dump/_overlap.py, the split window reads of
 batch_columnar): the same bytes in the same order, the same errors at the same
 points, and no thread or open generator left behind."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from builders import data_batch
 from conftest import PROJECT
-from auditor.cli import overlap
+from auditor.dump import _overlap as overlap
 from auditor.formats import batch_columnar as bc
 
 

@@ -28,10 +28,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from conftest import PROJECT
+from scripts import package_zip
 
 PYPROJECT = tomllib.loads((PROJECT / "pyproject.toml").read_text())
 DIST = PYPROJECT["project"]["name"]
-PACKAGES = ("auditor", "rules")
+# the wheel's one top-level package; the top-level rules/ folder ships inside it as auditor.rules
+PACKAGES = ("auditor",)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -145,8 +147,10 @@ def _stage_copying(path: str) -> tuple[Stage, str]:
 
 
 def _expected_modules() -> set[str]:
-    return {p.relative_to(PROJECT).as_posix()
-            for pkg in PACKAGES for p in (PROJECT / pkg).rglob("*.py") if "__pycache__" not in p.parts}
+    """Every module of the source tree at its import path (rules/x.py ships as auditor/rules/x.py)."""
+    return {f"{target}/{p.relative_to(PROJECT / folder).as_posix()}"
+            for folder, target in package_zip.LAYOUT.items()
+            for p in (PROJECT / folder).rglob("*.py") if "__pycache__" not in p.parts}
 
 
 @pytest.fixture(scope="module")
@@ -191,12 +195,22 @@ def _dist_info(names: list[str]) -> str:
 def test_wheel_holds_every_module_of_the_source_tree(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     expected = _expected_modules()
-    assert {"auditor/__init__.py", "rules/__init__.py", "auditor/cli/main.py"} <= expected
+    assert {"auditor/__init__.py", "auditor/rules/__init__.py", "auditor/cli/main.py"} <= expected
+    assert "auditor/rules/examples.json" in names  # package data `txn-audit explain` reads
     shipped = {n for n in names if n.split("/")[0] in PACKAGES and n.endswith(".py")}
     assert sorted(expected - shipped) == [], "modules missing from the wheel"
     assert sorted(shipped - expected) == [], "modules in the wheel that the source tree does not have"
     tops = {n.split("/")[0] for n in names} - {_dist_info(names)}
     assert tops == set(PACKAGES)
+
+
+def test_spark_submit_zip_holds_what_the_wheel_holds(wheel, tmp_path):
+    """``make zip`` (scripts/package_zip.py) lays the code out as the wheel does (setup.py's
+    ``package_dir``): the same modules and package data at the same import paths."""
+    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.split("/")[0] in PACKAGES
+               and (n.endswith(".py") or n.rsplit("/", 1)[-1] in package_zip.PACKAGE_DATA)}
+    zipped = set(zipfile.ZipFile(package_zip.code_zip(tmp_path / "code.zip")).namelist())
+    assert zipped == shipped
 
 
 def test_wheel_declares_the_console_script(wheel):
@@ -221,13 +235,15 @@ import json, sys
 sys.path.append(SITE)  # the venv's dependencies, after PYTHONPATH (the unzipped wheel); no .pth files run
 what = sys.argv[1]
 if what == "discover":
-    import auditor, rules
+    import importlib.util
+    import auditor, auditor.rules as rules
     from auditor.engine.rule import discover
     found = discover()
     print(json.dumps({
         "files": [auditor.__file__, rules.__file__]
                  + [sys.modules[r.run.__module__].__file__ for r in found],
         "ids": [r.id for r in found],
+        "top_level_rules": importlib.util.find_spec("rules") is not None,
         "meta_path": [repr(f) for f in sys.meta_path],
     }))
 else:  # what the installed `txn-audit` console script does, with the wheel's own entry point
@@ -254,7 +270,7 @@ def unzipped(wheel, tmp_path_factory) -> tuple[Path, Path]:
 
 def _run_from_wheel(unzipped, *args) -> subprocess.CompletedProcess:
     """``python -S`` skips site, so the venv's .pth files (the editable install's finder, which maps
-    ``auditor``/``rules`` to this checkout) never run; PYTHONPATH is the unzipped wheel only."""
+    ``auditor`` and ``auditor.rules`` to this checkout) never run; PYTHONPATH is the unzipped wheel only."""
     site, work = unzipped
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(work)}
     return subprocess.run([sys.executable, "-S", str(work / "probe.py"), *args], capture_output=True, text=True,
@@ -262,7 +278,7 @@ def _run_from_wheel(unzipped, *args) -> subprocess.CompletedProcess:
 
 
 def _source_ids() -> list[str]:
-    import rules
+    import auditor.rules as rules
     from auditor.engine.rule import discover
 
     assert Path(rules.__file__).resolve().parent == PROJECT / "rules"
@@ -277,6 +293,7 @@ def test_rules_discovered_from_the_wheel_alone(unzipped):
     for f in got["files"]:
         assert Path(f).resolve().is_relative_to(site.resolve()), f"{f} imported from outside the wheel"
     assert not any("Editable" in f or "__editable__" in f for f in got["meta_path"]), got["meta_path"]
+    assert not got["top_level_rules"], "the wheel installs a top-level `rules` module"
     ids = _source_ids()
     assert len(ids) >= 10
     assert got["ids"] == ids
@@ -403,14 +420,14 @@ def test_dockerfile_copies_the_jars_fetch_sh_writes():
     # TXN_AUDIT_DELTA_JARS names where they land
     assert posixpath.normpath(_env(RUNTIME)["TXN_AUDIT_DELTA_JARS"]) == posixpath.normpath(jars_dest)
     # and the Delta version fetched is the one pyproject pins and session.py looks for
-    from auditor.engine import session
+    from auditor.spark import session
 
     assert version == session.DELTA_VERSION
     assert f"delta-spark=={version}" in PYPROJECT["project"]["dependencies"]
 
 
 def test_session_reads_txn_audit_delta_jars(monkeypatch, tmp_path):
-    src = (PROJECT / "auditor/engine/session.py").read_text()
+    src = (PROJECT / "auditor/spark/session.py").read_text()
     tree = ast.parse(src)
     consts = {t.id: n.value.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
               for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)}
@@ -418,9 +435,9 @@ def test_session_reads_txn_audit_delta_jars(monkeypatch, tmp_path):
              ("os.environ.get", "os.getenv") and n.args
              and (getattr(n.args[0], "value", None) == "TXN_AUDIT_DELTA_JARS"
                   or consts.get(getattr(n.args[0], "id", None)) == "TXN_AUDIT_DELTA_JARS")]
-    assert reads, "auditor/engine/session.py does not read TXN_AUDIT_DELTA_JARS"
+    assert reads, "auditor/spark/session.py does not read TXN_AUDIT_DELTA_JARS"
     # behaviour: the jars fetch.sh guarantees, in the directory the variable names, are picked up
-    from auditor.engine import session
+    from auditor.spark import session
 
     fetch = _fetch_script()
     assert len(fetch["jars"]) == 2

@@ -95,8 +95,8 @@ def _segments() -> list[Path]:
 
 @pytest.fixture(scope="module")
 def whole_partition(spark, tmp_path_factory):
-    from auditor.engine.audit import audit
-    from auditor.engine.ingest_job import ingest
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
 
     out = tmp_path_factory.mktemp("window-whole") / "t"
     ingest(spark, [str(WINDOW_PART)], str(out))
@@ -116,8 +116,8 @@ def test_any_window_of_segments_claims_no_loss_the_whole_does_not(spark, whole_p
     3-broker capture), given as files: no retention or loss claim and no error the whole
     partition directory does not have; a transaction left open by the window is undetermined
     when later segments were left out, never hanging."""
-    from auditor.engine.audit import audit
-    from auditor.engine.ingest_job import ingest
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
 
     segs = _segments()
     assert len(segs) >= 4, f"{WINDOW_PART}: expected a partition of many segments"
@@ -142,9 +142,9 @@ def test_any_window_of_segments_claims_no_loss_the_whole_does_not(spark, whole_p
 
 
 def test_not_given_counts_the_directory_segments_left_out(tmp_path):
-    """auditor.ingest.coverage: the live segments of a directory whose files were given one by one,
+    """auditor.ingest.not_given: the live segments of a directory whose files were given one by one,
     before, between and after the given ones (names only; nothing is read)."""
-    from auditor.ingest.coverage import not_given
+    from auditor.ingest.not_given import not_given
     from auditor.ingest.discovery import discover
 
     d = tmp_path / "ld" / "t-0"
@@ -164,15 +164,15 @@ def test_not_given_counts_the_directory_segments_left_out(tmp_path):
 def test_segments_left_out_between_explain_sequence_gaps(spark, tmp_path):
     """The first and third segments of a clean capture's partition, without the second: producers
     writing across the one left out skip sequences in the input, not in the log."""
-    from auditor.engine.audit import audit
-    from auditor.engine.ingest_job import ingest
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
 
     segs = sorted((SAMPLE_LOGS / "clean" / "broker-1" / "orders-0").glob("*.log"))
     assert len(segs) >= 3
     out = tmp_path / "t"
     ingest(spark, [str(segs[0]), str(segs[2])], str(out))
     found = audit(spark, str(out)).findings
-    from auditor.engine.views import AuditContext
+    from auditor.engine.context import AuditContext
 
     ctx = AuditContext(spark, str(out))
     try:  # the input does skip sequences across the segment left out (so the test can fail)

@@ -1,4 +1,4 @@
-"""The driver's cached JVM look-ups (auditor/engine/py4jcache.py): each positive answer
+"""The driver's cached JVM look-ups (auditor/perf/py4jcache.py): each positive answer
 asked once, everything else as Py4J answers it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from py4j.java_gateway import JavaMember
 from py4j.protocol import Py4JError
 
-from auditor.engine import py4jcache
+from auditor.perf import py4jcache
 
 
 class _Count:

@@ -34,8 +34,8 @@ def _log_dir(root):
 
 
 def test_a_bad_record_in_a_valid_batch_is_reported_and_the_log_goes_on(spark, tmp_path):
-    from auditor.engine.ingest_job import ingest
-    from auditor.engine.views import AuditContext
+    from auditor.ingest.spark_job import ingest
+    from auditor.engine.context import AuditContext
 
     d = _log_dir(tmp_path)
     out = tmp_path / "t"

@@ -18,8 +18,8 @@ import pyarrow.dataset as ds
 import pytest
 
 from conftest import SAMPLE_LOGS
-from auditor.engine.audit import audit
-from auditor.engine.ingest_job import ingest
+from auditor.engine.runner import audit
+from auditor.ingest.spark_job import ingest
 from tables_builder import TableSet
 
 pytestmark = pytest.mark.spark

@@ -20,9 +20,9 @@ from rich.console import Console
 from report_helpers import dump_dom, has_class, parse_html, table_rows
 from auditor.cli.main import cli
 from auditor.cli.progress import StageProgress
-from auditor.engine.audit import AuditResult, write_findings
+from auditor.engine.runner import AuditResult, write_findings
 from auditor.engine.findings import FINDING_COLUMNS
-from auditor.engine.report_data import empty_summary
+from auditor.report.spark.data import empty_summary
 from auditor.report import Filters, build_report, load_report, render
 from auditor.engine.rule import catalog
 from auditor.report.messages import render as render_detection

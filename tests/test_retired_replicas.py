@@ -16,9 +16,9 @@ import pytest
 from batch_support import HOUR, T0
 from batch_support import write as _write
 from builders import data_batch, marker
-from auditor.engine.audit import audit
-from auditor.engine.ingest_job import ingest
-from auditor.engine.views import AuditOptions
+from auditor.engine.runner import audit
+from auditor.ingest.spark_job import ingest
+from auditor.engine.context import AuditOptions
 
 pytestmark = pytest.mark.spark
 
@@ -86,7 +86,7 @@ def test_retired_directories_are_recognised_without_the_inventory(spark, audited
     directory names in the ``file`` column tell the rules the same."""
     import shutil
 
-    from auditor.engine.views import AuditContext
+    from auditor.engine.context import AuditContext
 
     _, _, tables = audited
     partial = tmp_path / "tables"

@@ -21,9 +21,9 @@ from collections import defaultdict
 
 import pytest
 
-from auditor.engine.audit import audit
+from auditor.engine.runner import audit
 from auditor.engine.rule import catalog
-from auditor.engine.views import AuditOptions
+from auditor.engine.context import AuditOptions
 from rule_cases import COLUMNS, add_case, canonical, load_cases, time_value, write_findings
 from tables_builder import TableSet
 

@@ -96,8 +96,8 @@ def test_declared_views_are_the_views_read(rule):
 
 
 def test_views_are_released_after_their_last_reader():
-    from auditor.engine.audit import release_plan
-    from auditor.engine.report_data import VIEWS_READ
+    from auditor.engine.runner import release_plan
+    from auditor.report.spark.data import VIEWS_READ
 
     order = [r.id for r in ALL_RULES]
     plan = release_plan(ALL_RULES, report=False)
@@ -115,7 +115,7 @@ def test_views_are_released_after_their_last_reader():
 
 
 def test_an_undeclared_view_fails_at_once():
-    from auditor.engine.views import AuditContext, RuleContext
+    from auditor.engine.context import AuditContext, RuleContext
 
     ctx = RuleContext(AuditContext(None, "/nonexistent"), "rule x", ("partitions",))
     with pytest.raises(AttributeError, match="rule x reads view 'transactions' without declaring it"):

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLE_LOGS
-from auditor.engine.audit import audit
-from auditor.engine.ingest_job import ingest
+from auditor.engine.runner import audit
+from auditor.ingest.spark_job import ingest
 from auditor.formats.checkpoints import read_meta_properties
 
 pytestmark = pytest.mark.spark
@@ -86,7 +86,7 @@ def results(spark, tmp_path_factory):
 
 @contextmanager
 def _early_plot_cap(replicas: int):
-    from auditor.engine import audit as audit_module
+    from auditor.engine import runner as audit_module
 
     before = audit_module.EARLY_PLOT_REPLICAS
     audit_module.EARLY_PLOT_REPLICAS = replicas

@@ -15,14 +15,15 @@ import threading
 import pytest
 
 from auditor.cli.audit_cmd import _small_tables
-from auditor.engine import tuning
-from auditor.engine.ingest_job import SMALL_INPUT_BYTES, input_bytes
-from auditor.engine.session import SMALL_INPUT_CONF, SMALL_INPUT_JAVA_OPTIONS
+from auditor.engine.collect import Pipeline
 from auditor.ingest.plan import make_plan
+from auditor.ingest.spark_job import SMALL_INPUT_BYTES, input_bytes
+from auditor.perf import tuning
+from auditor.perf.tuning import SMALL_INPUT_CONF, SMALL_INPUT_JAVA_OPTIONS
 from conftest import PROJECT, SAMPLE_LOGS
 
 _CHILD = ("import json, sys\n"
-          "from auditor.engine.session import get_spark\n"
+          "from auditor.spark.session import get_spark\n"
           "s = get_spark(delta=False, small_input=sys.argv[1] == 'small')\n"
           "args = list(s._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())\n"
           "print(json.dumps({'args': args, 'n': s.range(5).count(),\n"
@@ -81,7 +82,7 @@ def test_pipeline_collects_each_query_in_the_callers_job_group(spark):
     sc = spark.sparkContext
     sc.setJobGroup("pipeline-test", "pipeline-test")
     try:
-        with tuning.Pipeline() as pipe:
+        with Pipeline() as pipe:
             pipe.submit("a", spark.range(3).selectExpr("id AS x"))
             pipe.submit_many({"b": spark.range(2).selectExpr("id * 10 AS y"), "c": spark.range(0).selectExpr("id AS z")})
             got = pipe.results()
@@ -98,7 +99,7 @@ def test_pipeline_raises_a_failed_query_after_every_other_has_ended(spark):
 
     started = threading.active_count()
     with pytest.raises((PySparkException, Py4JJavaError)) as info:
-        with tuning.Pipeline() as pipe:
+        with Pipeline() as pipe:
             pipe.submit("bad", spark.range(1).selectExpr("raise_error('boom in a rule') AS x"))
             pipe.submit("good", spark.range(1))
             pipe.results()
@@ -107,12 +108,12 @@ def test_pipeline_raises_a_failed_query_after_every_other_has_ended(spark):
 
 
 def test_a_persisted_view_reaches_the_rules_as_its_cache_entry_alone(spark, tmp_path):
-    """views.cached_leaf: the rules' DataFrame over a persisted view is a single
+    """auditor.perf.cached_leaf: the rules' DataFrame over a persisted view is a single
     InMemoryRelation (what Catalyst re-analyses at each operation no longer holds the
     views beneath), reads the same rows, and is planned as a scan of that cache."""
     from pyspark.sql import functions as F
 
-    from auditor.engine.views import AuditContext
+    from auditor.engine.context import AuditContext
 
     base = spark.range(50).withColumn("g", F.col("id") % 7)
     view = base.join(base.groupBy("g").agg(F.count("*").alias("n")), "g").where("n > 0")
@@ -158,7 +159,7 @@ def test_call_site_names_the_jobs_of_the_block_and_of_its_pipeline_then_restores
             assert sc.getLocalProperty(tuning.CALL_SITE_SHORT) == "txn-audit test"
             assert sc.getLocalProperty(tuning.CALL_SITE_LONG) == "txn-audit test"
             sc.setJobGroup("call-site-test", "call-site-test")
-            with tuning.Pipeline() as pipe:
+            with Pipeline() as pipe:
                 pipe.submit("a", spark.range(2))
                 assert pipe.results() == {"a": [{"id": 0}, {"id": 1}]}
         assert sc.getLocalProperty(tuning.CALL_SITE_SHORT) is None

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PROJECT, SAMPLE_LOGS
-from auditor.cli.dump_lines import MARKER_FIELDS, TABLE_FIELDS
+from auditor.dump._lines import MARKER_FIELDS, TABLE_FIELDS
 
 TXN_AUDIT = str(Path(sys.executable).with_name("txn-audit"))
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")

@@ -208,9 +208,9 @@ def test_live_log_keeps_remote_segments_below_the_local_log_start():
 
 @pytest.fixture(scope="module")
 def audits(spark, tmp_path_factory):
-    from auditor.engine.audit import audit
-    from auditor.engine.ingest_job import ingest
-    from auditor.engine.views import AuditContext
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
+    from auditor.engine.context import AuditContext
 
     out = {}
     for name, inputs in (("with", [str(BROKER), str(STORE)]), ("without", [str(BROKER)])):
@@ -398,8 +398,8 @@ def test_remote_producer_snapshots_seed_the_state_below_the_local_log(spark, tmp
     local log start is known (TierStateMachine.buildRemoteLogAuxState loads the snapshot of the
     segment ending there): no unknown-producer-gap. Without them: only the info that the earlier
     batches are remote."""
-    from auditor.engine.audit import audit
-    from auditor.engine.ingest_job import ingest
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
 
     broker = tmp_path / "broker-1"
     _copy_without(BROKER, broker, lambda p: p.parent.name.startswith("tiered-") and p.suffix == ".snapshot")
@@ -457,9 +457,9 @@ def test_remote_files_are_in_the_log_of_every_replica_each_below_its_own_local_s
 
 @pytest.fixture(scope="module")
 def replicated(spark, tmp_path_factory):
-    from auditor.engine.audit import audit
-    from auditor.engine.ingest_job import ingest
-    from auditor.engine.views import AuditContext
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
+    from auditor.engine.context import AuditContext
     from pyspark.sql import functions as F
 
     out = {}

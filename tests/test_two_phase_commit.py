@@ -21,9 +21,9 @@ import shutil
 import pytest
 
 from conftest import SAMPLE_LOGS
-from auditor.engine.audit import audit
-from auditor.engine.ingest_job import ingest
-from auditor.engine.views import AuditOptions
+from auditor.engine.runner import audit
+from auditor.ingest.spark_job import ingest
+from auditor.engine.context import AuditOptions
 
 pytestmark = pytest.mark.spark
 

@@ -60,11 +60,11 @@ def _crash_in_decode(name: str):
 
 
 def write_tables(spark, wh: str, cs: ChangeSet, progress: Callable[[str, int, int], None] | None = None) -> DecodeResult:
-    """One decode of the run's tasks for every table (:func:`auditor.engine.ingest_job.decode_envelope`,
+    """One decode of the run's tasks for every table (:func:`auditor.ingest.spark_job.decode_envelope`,
     persisted), the per-file facts in one small job, then one Delta commit per table."""
     from pyspark import StorageLevel
 
-    from auditor.engine.ingest_job import DRIVER_TABLE_ROWS, collect_summary, decode_envelope, driver_tables, table_df
+    from auditor.ingest.spark_job import DRIVER_TABLE_ROWS, collect_summary, decode_envelope, driver_tables, table_df
 
     res = DecodeResult()
     names = list(TABLES)

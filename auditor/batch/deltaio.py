@@ -19,7 +19,7 @@ class DeltaUnavailable(RuntimeError):
 
 
 def require_delta(spark) -> None:
-    from auditor.engine.session import delta_missing_message, has_delta
+    from auditor.spark.session import delta_missing_message, has_delta
 
     if not has_delta(spark):
         raise DeltaUnavailable(delta_missing_message())

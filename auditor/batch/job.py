@@ -28,16 +28,16 @@ from typing import Callable
 import pyarrow as pa
 
 from auditor.batch import crash, history, runs
-from auditor.batch.audit import run_rules
+from auditor.batch.delta_rules import run_rules
 from auditor.batch.decode import missing_tables, rows_of_files, write_files, write_tables
 from auditor.batch.deltaio import (  # noqa: F401 - input_path: part of this module's interface
     arrow_df, input_path, is_delta, join, overwrite, read, require_delta, warehouse_uri)
 from auditor.batch.ledger import IDENTITY, LEDGER_SCHEMA, diff, needs_rebuild
 from auditor.batch.lock import warehouse_lock
 from auditor.batch.versions import audit_digest, decoder_digest
-from auditor.engine.audit import select_rules
+from auditor.engine.runner import select_rules
 from auditor.engine.rule import discover
-from auditor.engine.views import AuditOptions
+from auditor.engine.context import AuditOptions
 from auditor.ingest.plan import DEFAULT_SPLIT_BYTES, make_plan
 
 Progress = Callable[[str], None]

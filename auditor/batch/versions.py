@@ -22,10 +22,12 @@ import pkgutil
 from functools import lru_cache
 
 # what the decoded tables depend on: the format decoders, discovery and task planning,
-# the table catalog, and the Spark side of ingestion
-DECODER_MODULES = ("auditor.formats", "auditor.ingest", "auditor.engine.ingest_job", "auditor.batch.decode")
-# what the findings depend on, given the tables: the rules, everything in the engine and the domain model
-AUDIT_MODULES = ("rules", "auditor.engine", "auditor.model", "auditor.batch.audit")
+# the table catalog and the Spark side of ingestion (all in auditor.ingest)
+DECODER_MODULES = ("auditor.formats", "auditor.ingest", "auditor.batch.decode")
+# what the findings depend on, given the tables: the rules, the audit engine, the domain model, the
+# session's settings and the Spark tuning the queries run under, the report data saved with them
+AUDIT_MODULES = ("auditor.rules", "auditor.engine", "auditor.model", "auditor.spark", "auditor.perf",
+                 "auditor.report.spark", "auditor.batch.delta_rules")
 
 
 def _module_names(name: str) -> list[str]:

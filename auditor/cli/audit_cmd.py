@@ -64,13 +64,13 @@ class AsOf(click.ParamType):
 
 
 def _options(as_of, max_timeout_ms):
-    from auditor.engine.views import AuditOptions
+    from auditor.engine.context import AuditOptions
 
     return AuditOptions(as_of_ms=as_of, transaction_max_timeout_ms=max_timeout_ms)
 
 
 def _spark(master, confs, small_input: bool = False):
-    from auditor.engine.session import get_spark, parse_conf
+    from auditor.spark.session import get_spark, parse_conf
 
     try:
         conf = parse_conf(confs)
@@ -80,10 +80,10 @@ def _spark(master, confs, small_input: bool = False):
 
 
 def _small_tables(tables: str) -> bool:
-    """Is the ingested dump small enough for the small-input settings (auditor.engine.tuning)?"""
+    """Is the ingested dump small enough for the small-input settings (auditor.perf.tuning)?"""
     import json
 
-    from auditor.engine.tuning import small_audit
+    from auditor.perf.tuning import small_audit
 
     try:
         rows = json.loads((Path(tables) / "_ingest.json").read_text()).get("tables", {})
@@ -95,15 +95,15 @@ def _small_tables(tables: str) -> bool:
 def _start_decode(plan, master):
     """The local decode of ``plan`` (``ingest_job.start_local_decode``), started before Spark, when
     the session will have a local master; else None (Spark decodes, or the tables are reused)."""
-    from auditor.engine.ingest_job import start_local_decode
-    from auditor.engine.session import embedded_local
+    from auditor.ingest.spark_job import start_local_decode
+    from auditor.spark.session import embedded_local
 
     return start_local_decode(plan) if embedded_local(master) else None
 
 
 def _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, progress):
-    from auditor.engine.audit import audit
-    from auditor.engine.py4jcache import deferred_releases
+    from auditor.engine.runner import audit
+    from auditor.perf.py4jcache import deferred_releases
 
     try:
         # the JVM objects the rules' query building drops are released after the audit, not during it
@@ -116,7 +116,7 @@ def _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, progre
 
 def _check_outputs(*dirs: str | None) -> None:
     """An output directory that cannot be written fails now, not after the decode and the rules."""
-    from auditor.engine.ingest_job import check_output
+    from auditor.ingest.spark_job import check_output
 
     for d in dirs:
         if d:
@@ -318,7 +318,7 @@ def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, mast
     --exit-zero), 1 some, 2 bad usage, an input missing or holding nothing
     readable (checked before Spark starts), or --tables/--out cannot be written.
     """
-    from auditor.engine.ingest_job import ingest, small_plan
+    from auditor.ingest.spark_job import ingest, small_plan
     from auditor.ingest.plan import make_plan
 
     if tables_dir and not keep_tables:

@@ -66,10 +66,10 @@ def batch_cmd(inputs, remote_stores, warehouse, master, confs, split_mb, rules, 
     from auditor.batch.deltaio import DeltaUnavailable
     from auditor.batch.job import InputError, input_path, run_batch
     from auditor.batch.lock import WarehouseBusy
-    from auditor.engine.session import get_spark, parse_conf
-    from auditor.engine.views import AuditOptions
+    from auditor.spark.session import get_spark, parse_conf
+    from auditor.engine.context import AuditOptions
 
-    from auditor.engine.audit import select_rules
+    from auditor.engine.runner import select_rules
     from auditor.engine.rule import discover
 
     try:

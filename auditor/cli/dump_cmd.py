@@ -1,4 +1,4 @@
-"""``txn-audit dump``: the click command. What it does is :mod:`auditor.cli.dump_run`
+"""``txn-audit dump``: the click command, a thin layer over :func:`auditor.dump.run`
 (click-free, so a plain ``txn-audit dump FILE`` starts without click: see
 :func:`auditor.cli.main.main`)."""
 
@@ -6,17 +6,7 @@ from __future__ import annotations
 
 import click
 
-# the per-object path and its helpers, where tests and callers have always found them
-from auditor.cli.dump_run import (  # noqa: F401
-    _TABLE_COLUMNS,
-    _fast_items,
-    _json_default,
-    _objects,
-    _problem,
-    _records,
-    _table_objects,
-    run,
-)
+from auditor.dump import run
 
 
 @click.command("dump")

@@ -37,7 +37,7 @@ class _BoundParam(click.ParamType):
 
 
 def _spark(master: str | None, confs: tuple[str, ...]):
-    from auditor.engine.session import get_spark, parse_conf
+    from auditor.spark.session import get_spark, parse_conf
 
     try:
         conf = parse_conf(confs)
@@ -246,7 +246,7 @@ _COORDINATOR_COLUMNS = [("record", 9, ">"), ("state", 14, "<"), ("pid/epoch", 9,
 
 def _record_cells(r: dict[str, Any], owner: int) -> tuple[list[str], str, str | None, list[str]]:
     """(cells, detail, style, anomalies) of a ``transaction_log`` record."""
-    from auditor.forensics.coordinator import record_json
+    from auditor.forensics.coordinator_lookup import record_json
 
     j = record_json(r)
     where = f"{r['partition']}@{r['offset']}"
@@ -293,7 +293,7 @@ def coordinator_cmd(tables, transactional_id, partitions, cluster, fmt) -> None:
     Exit status: 0 shown, 2 records of the id are in several clusters and
     --cluster does not say which, or --cluster names a cluster without records of it.
     """
-    from auditor.forensics.coordinator import TXN_TOPIC, lookup, lookup_json, record_json
+    from auditor.forensics.coordinator_lookup import TXN_TOPIC, lookup, lookup_json, record_json
     from auditor.forensics.timeline import describe_clusters
     from auditor.formats.txnlog import kafka_abs
 

@@ -23,10 +23,10 @@ class BadInput(click.ClickException):
 
 
 def verbose_option(f):
-    """``-v/--verbose``: Spark's and the JVM's log lines on stderr (auditor.engine.session)."""
+    """``-v/--verbose``: Spark's and the JVM's log lines on stderr (auditor.spark.session)."""
     def on(_ctx, _param, value):
         if value:
-            from auditor.engine.session import set_verbose
+            from auditor.spark.session import set_verbose
 
             set_verbose(True)
         return value
@@ -115,8 +115,8 @@ def ingest_cmd(logdirs, remote_stores, out_dir, master, confs, tables, split_mb,
     is replaced).
     """
     from auditor.cli.progress import StageProgress
-    from auditor.engine.ingest_job import check_output, ingest, small_plan
-    from auditor.engine.session import get_spark, parse_conf
+    from auditor.ingest.spark_job import check_output, ingest, small_plan
+    from auditor.spark.session import get_spark, parse_conf
     from auditor.ingest.plan import make_plan
     from auditor.ingest.tables import TABLES
 

@@ -3,7 +3,7 @@
 Results go to stdout, diagnostics to stderr: the tool's own lines only. The
 driver JVM's output (launcher, log4j, Hadoop) goes to a log file of the run,
 named on stderr when a command fails; ``-v`` (``txn-audit -v CMD`` or ``CMD
--v``) sends it to stderr instead (auditor/engine/session.py).
+-v``) sends it to stderr instead (auditor/spark/session.py).
 
 Exit status, the same for every command (docs/operations.md, "Exit status"):
 
@@ -55,7 +55,7 @@ _COMMANDS = {
     "explain": ("auditor.cli.audit_cmd", "explain_cmd"),
 }
 _PROG = "txn-audit"
-_VERBOSE_ENV = "TXN_AUDIT_VERBOSE"  # auditor.engine.session.VERBOSE_ENV (not imported: dump starts without it)
+_VERBOSE_ENV = "TXN_AUDIT_VERBOSE"  # auditor.spark.session.VERBOSE_ENV (not imported: dump starts without it)
 _DUMP_EXPECTS = ("expected a Kafka log file: a segment (.log), an index (.index, .timeindex, .txnindex), "
                  "a snapshot (.snapshot, .checkpoint) or a checkpoint file")
 
@@ -89,7 +89,7 @@ def _log_hint() -> None:
     """On a failure: name the driver JVM's log of this run, if a JVM was started. In a process
     started by :func:`main` the line is written at exit, after click's error message or the
     traceback, so it is the last line; otherwise (tests calling the group) at once."""
-    session = sys.modules.get("auditor.engine.session")
+    session = sys.modules.get("auditor.spark.session")
     path = session.spark_log_path() if session is not None else None
     if path is None:
         return
@@ -223,22 +223,12 @@ def _plain_dump(args: list[str]) -> tuple[list[str], bool] | None:
 
 
 def _run_plain_dump(files: list[str], records: bool) -> None:
-    import gc
+    """The plain ``dump`` without click: ~20 ms less CPU per process than through it (click's
+    import; bench/dump_startup.py, bench/README.md), with click's standalone behaviour kept."""
+    from auditor.dump import run
 
-    # Start-up (numpy's import above all) allocates a few hundred thousand objects and
-    # frees few: the collector would walk them over and over (~3% of a 1 GiB dump) to
-    # find no cycle. It is off while dump's modules load, and on again for the dump,
-    # with what was loaded set aside (frozen).
-    gc.disable()
     try:
-        from auditor.cli import dump_run
-
-        dump_run.preload()
-    finally:
-        gc.freeze()
-        gc.enable()
-    try:
-        dump_run.run(files, "jsonl", records)
+        run(files, "jsonl", records, own_process=True)
     except (EOFError, KeyboardInterrupt):
         sys.stderr.write("\nAborted!\n")  # what click's standalone mode writes
         sys.exit(1)

@@ -30,7 +30,7 @@ def human_bytes(n: int) -> str:
 
 def plan_measures(plan) -> dict:
     """What decoding ``plan`` reads: files, bytes and partitions (topic-partitions of any broker)."""
-    from auditor.engine.ingest_job import input_bytes
+    from auditor.ingest.spark_job import input_bytes
 
     return {"files": len({t["path"] for t in plan.tasks}), "bytes": input_bytes(plan),
             "partitions": len({(t["topic"], t["partition"]) for t in plan.tasks if t["topic"] is not None})}
@@ -106,7 +106,7 @@ class StageProgress:
         return update
 
     def ingest(self, plan) -> Callable[[str, int, int], None] | None:
-        """The callback of :func:`auditor.engine.ingest_job.ingest` (``"decode"``, then ``"write"``):
+        """The callback of :func:`auditor.ingest.spark_job.ingest` (``"decode"``, then ``"write"``):
         a decoding phase that counts the files, bytes and partitions of ``plan``, then a writing phase."""
         if self._progress is None:
             return None

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
-    from auditor.engine.views import AuditContext
+    from auditor.engine.context import AuditContext
 
 SEVERITIES = ("info", "warning", "error", "critical")
 
@@ -115,7 +115,7 @@ class Rule:
         return {e.name: e.type for e in self.evidence}
 
 
-def discover(package: str = "rules") -> list[Rule]:
+def discover(package: str = "auditor.rules") -> list[Rule]:
     """Every ``RULE`` in the modules of ``package``, sorted by id."""
     pkg = importlib.import_module(package)
     found: list[Rule] = []

@@ -225,7 +225,7 @@ class Timeline(_TimelineBase):
 
     def __init__(self, ctx, request: TimelineRequest) -> None:
         super().__init__(request)
-        self.ctx = ctx  # auditor.engine.views.AuditContext (read-only use of its tables)
+        self.ctx = ctx  # auditor.engine.context.AuditContext (read-only use of its tables)
 
     # -- which copy ---------------------------------------------------------------
     def _partition_rows(self):
@@ -475,7 +475,7 @@ class ArrowTimeline(_TimelineBase):
 
         live = self._live()
         if live is None:
-            from auditor.engine.views import RETIRED_REPLICA_FILE
+            from auditor.engine.context import RETIRED_REPLICA_FILE
 
             pat = re.compile(RETIRED_REPLICA_FILE)
             return [r for r in rows if not (r["file"] and ("-delete/" in r["file"] or "-stray/" in r["file"])
@@ -709,7 +709,7 @@ def open_timeline(tables: str, request: TimelineRequest, engine: str = "auto", s
         fast = ArrowTimeline(tables, request)
         if engine == "arrow" or fast.partition_batches() < ARROW_MAX_BATCHES:
             return fast
-    from auditor.engine.views import AuditContext
+    from auditor.engine.context import AuditContext
 
     assert spark_factory is not None
     return Timeline(AuditContext(spark_factory(), tables), request)

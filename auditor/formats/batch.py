@@ -56,7 +56,7 @@ def increment_sequence(seq: int, inc: int) -> int:
 
 
 # The header columns of a batch, as the columnar decoder (auditor/formats/batch_columnar.py, which
-# builds its Arrow schema from them) and `dump`'s lines (auditor/cli/dump_lines.py) have them: same
+# builds its Arrow schema from them) and `dump`'s lines (auditor/dump/_lines.py) have them: same
 # names and order as BatchHeader.as_row(); types as in the batches table
 # (auditor.ingest.segments.BATCH_COLUMNS) except ``attributes``: the header field is an unsigned
 # 16-bit value there (0..65535) that int16 cannot hold when a corrupt header sets bit 15, so it is

@@ -22,7 +22,7 @@ from typing import Iterable, Iterator
 
 import pyarrow as pa
 
-from auditor.startup import skip_pandas
+from auditor.perf.no_pandas import skip_pandas
 
 skip_pandas()  # before the decoders' first list-to-Arrow conversion: a worker would import pandas for it
 

@@ -2,7 +2,7 @@
 
 Every table is ``CONTEXT_COLUMNS`` + the decoder's own columns. A table spec is
 Spark-free: ``decode_task`` opens the file read-only and yields row dicts or
-:class:`Problem` objects; the Spark job (``auditor.engine.ingest_job``) and the
+:class:`Problem` objects; the Spark job (``auditor.ingest.spark_job``) and the
 local runner both call it.
 """
 
@@ -193,7 +193,6 @@ def decode_remote_log_metadata(task: dict, f) -> Iterator[dict | Problem]:
 
 
 def decode_pid_blocks(task: dict, f) -> Iterator[dict | Problem]:
-    from auditor.formats.metadata import producer_id_block
     from auditor.formats.zk_pid_block import decode_zk_pid_block
 
     if task["kind"] == "zk-producer-id-block":
@@ -202,7 +201,16 @@ def decode_pid_blocks(task: dict, f) -> Iterator[dict | Problem]:
                "next_producer_id": row["block_end"] + 1, "block_start": row["block_start"],
                "block_end": row["block_end"], "offset": None, "timestamp": None}
         return
-    for item in _metadata_rows(task, f):
+    yield from pid_blocks_of(_metadata_rows(task, f))
+
+
+def pid_blocks_of(items) -> Iterator[dict | Problem]:
+    """The ``producer_id_blocks`` items of ``metadata_records``' items (:func:`_metadata_rows`):
+    its problems, and a block for each grant. Apart so that ``dump`` derives both tables from one
+    decode of the log (auditor.dump._run)."""
+    from auditor.formats.metadata import producer_id_block
+
+    for item in items:
         if isinstance(item, Problem):
             yield item
             continue

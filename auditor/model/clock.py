@@ -4,7 +4,7 @@ An offline dump has no "now": a transaction's age, a producer's idle time and
 how long an LSO has trailed are measured against the newest timestamp the
 cluster's input holds (its segment batches, and its ``__transaction_state``
 records' last update times), or against the instant the user gives
-(``--as-of``, :attr:`auditor.engine.views.AuditOptions.as_of_ms`).
+(``--as-of``, :attr:`auditor.engine.context.AuditOptions.as_of_ms`).
 """
 
 from __future__ import annotations

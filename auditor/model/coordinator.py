@@ -3,7 +3,7 @@
 Several brokers replicate a ``__transaction_state`` partition, so a dump holds
 each record once per replica. :func:`records` keeps one copy per (cluster,
 partition, offset): the lowest broker id's, the same choice the ``coordinator``
-forensics command makes (:func:`auditor.forensics.coordinator._records`). Every
+forensics command makes (:func:`auditor.forensics.coordinator_lookup._records`). Every
 view of the coordinator's state derives from it:
 
 * :func:`history` — per transactional id, each record with the one before it.

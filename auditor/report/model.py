@@ -339,7 +339,7 @@ def build_report(findings: Iterable[dict], *, summary: dict | None = None, plots
 
 def from_audit(result, filters: Filters | None = None, bootstrap_server: str | None = None,
                source: str | None = None) -> Report:
-    """A report of an :class:`~auditor.engine.audit.AuditResult` (``scan`` / ``audit``)."""
+    """A report of an :class:`~auditor.engine.runner.AuditResult` (``scan`` / ``audit``)."""
     run = {"run_id": getattr(result, "run_id", None), "as_of_ms": result.as_of_ms, "skipped": dict(result.skipped),
            "rule_seconds": dict(result.rule_seconds), "source": source}
     return build_report(result.findings, summary=result.summary, plots=result.plots, run=run, filters=filters,

@@ -40,7 +40,7 @@ def examples() -> dict[str, dict]:
     """Each rule's example (``rules/examples.json``): the case it comes from and its first finding."""
     from importlib.resources import files
 
-    path = files("rules").joinpath("examples.json")
+    path = files("auditor.rules").joinpath("examples.json")
     return json.loads(path.read_text()) if path.is_file() else {}
 
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 from auditor.errors import OutputError
 from auditor.ingest import envelope
 from auditor.ingest.context import TASK_SCHEMA
-from auditor.ingest.coverage import not_given
+from auditor.ingest.not_given import not_given
 from auditor.ingest.inventory import FILES_SCHEMA, build_inventory
 from auditor.ingest.local_decode import LocalDecode, all_local
 from auditor.ingest.plan import DEFAULT_SPLIT_BYTES, Plan, make_plan
@@ -260,7 +260,7 @@ def _ingest(spark, inputs, out, run_id, t0, plan, names, tasks, small_input_byte
             "bad_files": sum(1 for f in inventory if f["status"] not in ("ok", "empty", "skipped")),
             "brokers": {k: v for k, v in plan.brokers.items() if v},
             # partitions given file by file, and the segments of their directories left out
-            # (auditor.ingest.coverage; read by auditor.model.coverage)
+            # (auditor.ingest.not_given; read by auditor.model.coverage)
             "not_given": not_given(plan.files),
             "written_at_ms": int(time.time() * 1000),
         }

@@ -3,7 +3,7 @@
 Batch lines come from the columnar header decoder
 (:func:`auditor.formats.batch_columnar.iter_header_windows`: positioned reads into a
 reused window, numpy, the CRC-32C vectorised) and are formatted vectorised
-(:mod:`auditor.formats.jsonl_columns`), a chunk of at most 65,536 batches at a
+(:mod:`auditor.dump._columns`), a chunk of at most 65,536 batches at a
 time, so memory stays bounded whatever the file size. Only control batches
 (their marker is decoded), legacy entries (a compressed wrapper is inflated to
 count its records) and problems cost Python work per batch.
@@ -16,7 +16,7 @@ once); every other batch, and any batch the walk cannot vouch for, is decoded by
 its fields collected into columns. Both are written vectorised.
 
 Both write exactly the bytes the per-object path
-(:func:`auditor.cli.dump_cmd._objects` + ``json.dumps``) writes: tested on
+(:func:`auditor.dump._run._objects` + ``json.dumps``) writes: tested on
 every file of ``sample_logs/`` (tests/test_dump_columnar.py).
 """
 
@@ -27,13 +27,14 @@ from typing import BinaryIO, Iterator
 
 import numpy as np
 
-from auditor.cli.overlap import read_ahead
-from auditor.errors import DecodeError
-from auditor.formats import jsonl_columns as jc
-from auditor.formats.batch import INT32_MAX, V2_HEADER, BatchHeader, LogProblem, increment_sequence
-from auditor.cli.dump_lines import (
+from auditor.dump import _columns as jc
+from auditor.dump._lines import (
     CODEC_TOKENS as _CODEC_TOKENS, END as _END, KEYS as _KEYS, RKEYS as _RKEYS, TS_TOKENS as _TS_TOKENS, TYPE as _TYPE,
     tail as _line_tail)
+from auditor.dump._literals import token
+from auditor.dump._overlap import read_ahead
+from auditor.errors import DecodeError
+from auditor.formats.batch import INT32_MAX, V2_HEADER, BatchHeader, LogProblem, increment_sequence
 from auditor.formats.batch_columnar import (
     COLUMN_NAMES, MAX_WINDOW, TS_TYPE_NAMES, WINDOW, iter_header_windows, read_at,
     use_helper_thread)
@@ -141,7 +142,7 @@ def write_batches(task: dict, out: BinaryIO) -> Iterator[dict]:
     rows = 0
     use_helper_thread()  # big window reads in two halves (dump decodes one file at a time)
     with f:
-        # the next chunks are read and decoded on a thread while these are formatted (overlap.py)
+        # the next chunks are read and decoded on a thread while these are formatted (_overlap.py)
         ahead = read_ahead(_columns(task, f))
         try:
             for item in ahead:
@@ -599,7 +600,7 @@ class _RecordColumns:
         self.sequence.append(rec.sequence)
         self.key_size.append(-1 if rec.key is None else len(rec.key))
         self.value_size.append(-1 if rec.value is None else len(rec.value))
-        self.header_keys.append(b"[]" if not rec.headers else jc.token([k for k, _ in rec.headers]))
+        self.header_keys.append(b"[]" if not rec.headers else token([k for k, _ in rec.headers]))
         self.batch.append(base_offset)
 
     def append(self, offset: int, timestamp: int, sequence: int, key_size: int, value_size: int,

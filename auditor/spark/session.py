@@ -13,8 +13,9 @@ catalog. Under ``spark-submit`` the JVM is already running, so the jars must
 come from ``--jars``/``--packages``; the Delta settings are added when the
 classes are loadable. Parquet-only commands work either way.
 
-An embedded session's driver JVM maps its classes from a class-data sharing
-archive of this installation (``jvmcache.py``): about 3 s less per start-up.
+What spares a session work (the class-data sharing archive its driver JVM maps, the
+cached Py4J look-ups, the settings of a small input) is :mod:`auditor.perf`'s: applied
+here, documented and measured there.
 
 Logs: an embedded session's driver JVM (the launcher, HotSpot, log4j, Hadoop, the Python
 workers it starts) writes its stdout and stderr to a log file of the run
@@ -27,9 +28,12 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import Mapping
+
+from auditor.perf.jvmcache import driver_java_options
+from auditor.perf.preload import start as preload_start
+from auditor.perf.tuning import session_conf, small_input_conf, small_input_java_options
 
 DELTA_VERSION = "4.0.1"  # keep in sync with delta-spark in pyproject.toml and scripts/delta/fetch.sh
 DELTA_JARS_ENV = "TXN_AUDIT_DELTA_JARS"
@@ -40,19 +44,6 @@ DELTA_CONF = {
 }
 _DELTA_JAR_NAMES = (f"delta-spark_2.13-{DELTA_VERSION}.jar", f"delta-storage-{DELTA_VERSION}.jar")
 
-# A small dump's scan runs each of a few thousand Catalyst code paths a handful of times: HotSpot's
-# optimising compiler (C2) then spends more CPU compiling them than the audit spends running them,
-# and on two cores it takes one away from the work (measured on one capture: the C2 threads used
-# 22 of the driver JVM's 41 CPU-s). C1 alone compiles quickly into code that is good enough for
-# that; a large input keeps C2, whose code the long scans and sorts need.
-SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
-# Spark 4.0 renders every SQL execution's plan for its UI, UI or not (SQLExecution.withNewExecutionId0
-# calls QueryExecution.explainString with spark.sql.ui.explainMode), in the "formatted" mode by
-# default: a second walk of the plan numbering operators and listing each one's details. A small
-# input's scan runs ~15 executions of large plans and has no UI: the one-tree "simple" rendering is
-# enough for the event log (3-5% of the driver's samples in a JFR profile of a capture's audit).
-SMALL_INPUT_CONF = {"spark.sql.ui.explainMode": "simple"}
-
 _LOCAL_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -62,9 +53,6 @@ _LOCAL_DEFAULTS = {
     "spark.sql.sources.partitionOverwriteMode": "static",
     "spark.python.worker.reuse": "true",
     "spark.ui.showConsoleProgress": "false",
-    # each DataFrame call would also send its Python call site to the JVM: three times the
-    # Py4J round trips while the rules build their queries
-    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 
@@ -136,30 +124,14 @@ def _launch_quiet(master: str, app_name: str, settings: Mapping[str, str]) -> No
         conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name)
         for k, v in settings.items():
             conf.set(k, v)
-        preload = threading.Thread(target=_preload_converters, name="txn-audit-preload", daemon=True)
-        preload.start()  # while this thread waits for the JVM to start
+        preload = preload_start()  # while this thread waits for the JVM to start
         try:
             SparkContext._gateway = launch_gateway(conf, popen_kwargs={"stdout": fh, "stderr": fh})
         finally:
             fh.close()  # the JVM holds its own descriptors
-            preload.join()
+            if preload is not None:
+                preload.join()
         SparkContext._jvm = SparkContext._gateway.jvm
-
-
-def _preload_converters() -> None:
-    """Import what PySpark's Py4J argument converters import at the session's first JVM call.
-
-    Why: PySpark registers a numpy converter with Py4J (``pyspark.sql.types.NumpyArrayConverter``)
-    whose ``can_convert``, asked about every argument of every call, imports ``pyspark.testing.utils``
-    -- and with it pandas and numpy -- the first time: 0.23 CPU-s and 0.66-0.8 s of wall time on a
-    busy machine, on the main thread, in the middle of the session's start. Launching the JVM is
-    the main thread waiting for the JVM to write its port (``launch_gateway`` polls a file), so the
-    import is done then, on this thread. Anything failing here fails again, visibly, where PySpark
-    imports it."""
-    try:
-        import pyspark.testing.utils  # noqa: F401
-    except Exception:  # noqa: BLE001 - PySpark's own import reports it
-        pass
 
 
 def delta_jars_dir() -> Path:
@@ -233,10 +205,8 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
     (the commands that read and write Parquet only; the JVM starts about a second
     sooner). ``small_input``: the caller knows its input is small (``scan``,
     ``ingest`` and ``audit`` of a small dump): an embedded driver JVM then compiles
-    with C1 only (:data:`SMALL_INPUT_JAVA_OPTIONS`)."""
+    with C1 only (:data:`auditor.perf.tuning.SMALL_INPUT_JAVA_OPTIONS`)."""
     from pyspark.sql import SparkSession
-
-    from auditor.engine.jvmcache import driver_java_options
 
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
@@ -244,8 +214,7 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
     if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:
         # launched by spark-submit: its --master/--conf already configure the JVM
         builder = SparkSession.builder.appName(app_name)
-        settings = dict(conf or {})
-        settings.setdefault("spark.python.sql.dataFrameDebugging.enabled", "false")
+        settings = {**session_conf(), **(conf or {})}
         if _jvm_can_load(DELTA_EXTENSION):  # --jars/--packages brought Delta
             from pyspark import SparkConf
 
@@ -265,12 +234,12 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name)
     builder = builder.master(resolved)
-    settings = dict(_LOCAL_DEFAULTS)
+    settings = {**_LOCAL_DEFAULTS, **session_conf()}
     if resolved.startswith("local"):
         # one shuffle partition per core: per-task overhead dominates on a single host
         settings["spark.sql.shuffle.partitions"] = str(os.cpu_count() or 2)
     if small_input and resolved.startswith("local"):
-        settings.update(SMALL_INPUT_CONF)
+        settings.update(small_input_conf())
     settings.update(conf or {})
     jars = delta_jars() if delta else []
     if jars:
@@ -278,10 +247,10 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
         if resolved.startswith("local"):
             # Delta rebuilds a table's state with this many tasks (default 50, sized for clusters)
             settings.setdefault("spark.databricks.delta.snapshotPartitions", str(os.cpu_count() or 2))
-    # the driver JVM maps its classes from this installation's archive (jvmcache.py); a small input's
-    # compiles with C1 only
-    extra = [o for o in (driver_java_options(), SMALL_INPUT_JAVA_OPTIONS if small_input and resolved.startswith("local")
-                         else "") if o]
+    # the driver JVM maps its classes from this installation's archive (auditor.perf.jvmcache); a
+    # small input's compiles with C1 only
+    extra = [o for o in (driver_java_options(),
+                         small_input_java_options() if small_input and resolved.startswith("local") else "") if o]
     if extra:
         user = settings.get("spark.driver.extraJavaOptions")
         settings["spark.driver.extraJavaOptions"] = " ".join(([user] if user else []) + extra)
@@ -309,8 +278,8 @@ def embedded_local(master: str | None = None) -> bool:
 
 
 def _driver_ready(spark):
-    """The driver's side of a session: its JVM look-ups cached (:mod:`auditor.engine.py4jcache`)."""
-    from auditor.engine.py4jcache import install
+    """The driver's side of a session: its JVM look-ups cached (:mod:`auditor.perf.py4jcache`)."""
+    from auditor.perf.py4jcache import install
 
     install(spark.sparkContext)
     return spark

@@ -4,7 +4,7 @@
  * dump(fd, start, stop, file_size, out_fd, keys, codecs, ts_types, markers, tail) walks the
  * v2 record batches of a segment from byte `start`, checks each one's CRC-32C and
  * writes its JSON line to `out_fd`, exactly as the Python paths write it
- * (auditor/cli/dump_fast.py, tests/test_dump_native.py). It returns the position of
+ * (auditor/dump/_fast.py, tests/test_dump_native.py). It returns the position of
  * the first entry it did not write.
  *
  * It only writes what it can vouch for: a v2 batch whose length is sane, which lies
@@ -14,7 +14,7 @@
  * it stops, and the Python decoder carries on from that position: it is the one
  * that reports problems, with their kinds, positions and messages. So this file
  * holds no problem text and no field names: the keys and tokens are handed in from
- * Python (auditor/cli/dump_lines.py), in the order of FIELDS, which Python checks.
+ * Python (auditor/dump/_lines.py), in the order of FIELDS, which Python checks.
  *
  * Reads are positioned (pread) into a buffer of the process's own: a broker may
  * truncate the segment meanwhile, and a truncated mapping would be SIGBUS. The GIL
@@ -48,7 +48,7 @@
 #define N_MARKERS 7 /* control types 0..6: ABORT, COMMIT, LEADER_CHANGE, SNAPSHOT_HEADER, SNAPSHOT_FOOTER,
                        KRAFT_VERSION, KRAFT_VOTERS (ControlRecordType, Kafka 4.x) */
 
-/* The fields written, in order: auditor/cli/dump_native.py checks them against dump_lines.BATCH_KEYS. */
+/* The fields written, in order: auditor/dump/_native.py checks them against _lines.BATCH_KEYS. */
 static const char *FIELDS[N_KEYS] = {
     "type", "position", "size", "base_offset", "last_offset", "last_offset_delta", "partition_leader_epoch",
     "magic", "crc", "crc_valid", "attributes", "compression", "timestamp_type", "is_transactional",
@@ -770,7 +770,7 @@ static PyObject *dump(PyObject *self, PyObject *args) {
  * the v2 batches from `start` as dump() frames them (without their CRC: the per-object path
  * writes the records of a batch whatever its CRC, auditor.ingest.segments.iter_data_records),
  * and writes one JSON line per record of every non-control batch, as
- * auditor.cli.dump_run._records + json.dumps writes it. It returns where it stopped framing
+ * auditor.dump._run._records + json.dumps writes it. It returns where it stopped framing
  * (a legacy entry, a cut tail, ...: the Python path goes on from there).
  *
  * A batch's records are walked as auditor.formats.records.iter_records reads them (Kafka 4.3.1's

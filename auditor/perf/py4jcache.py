@@ -1,4 +1,5 @@
-"""Names the driver looks up in the JVM, looked up once per session instead of once per use.
+"""Names the driver looks up in the JVM, looked up once per session instead of once per use
+(switches ``py4jcache`` and ``deferred_releases``, :mod:`auditor.perf`).
 
 Why: building the rules' queries is thousands of Py4J calls, and about 40% of
 them are not calls at all but look-ups. Every ``F.col("x")`` -- and every
@@ -28,6 +29,8 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from py4j.java_gateway import JavaClass, JavaMember, JavaPackage, JVMView
+
+from auditor.perf import enabled
 
 
 def _keep(owner: object, name: str, found: object) -> object:
@@ -59,7 +62,7 @@ class _Package(JavaPackage):
 def install(sc) -> None:
     """Cache the look-ups of ``sc``'s JVM view (a SparkContext's ``_jvm``); idempotent."""
     view = getattr(sc, "_jvm", None)
-    if type(view) is JVMView:
+    if type(view) is JVMView and enabled("py4jcache"):
         view.__class__ = _View
 
 
@@ -82,7 +85,7 @@ def deferred_releases(sc) -> Iterator[None]:
     """
     client = getattr(getattr(sc, "_gateway", None), "_gateway_client", None)
     real = getattr(client, "finalizer_deque", None)
-    if not isinstance(real, deque):
+    if not isinstance(real, deque) or not enabled("deferred_releases"):
         yield
         return
     held: deque = deque()

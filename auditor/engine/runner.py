@@ -1,6 +1,6 @@
 """Run the rule catalog over ingested tables and write the findings table.
 
-Rules build their queries over shared views (see ``views.py``); each rule's
+Rules build their queries over shared views (:mod:`auditor.engine.views`); each rule's
 findings are conformed to one schema, collected (for a small dump, each rule's
 query on a worker thread while the next is built; for a large one, rule by rule
 with Spark's own settings) and written as Parquet with the same
@@ -15,9 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from auditor.engine.context import AuditContext, AuditOptions, RuleContext
 from auditor.engine.findings import conform, detection, findings_arrow_schema, group_replicas, stored_evidence
 from auditor.engine.rule import Rule, discover
-from auditor.engine.views import AuditContext, AuditOptions, RuleContext, closure
+from auditor.engine.views import closure
 
 
 @dataclass
@@ -26,7 +27,7 @@ class AuditResult:
     rule_seconds: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     as_of_ms: int = 0
-    summary: dict = field(default_factory=dict)  # report data (``report=True``): see report_data.py
+    summary: dict = field(default_factory=dict)  # report data (``report=True``): see auditor.report.spark.data
     plots: dict = field(default_factory=dict)
     report_error: str | None = None  # report data could not be computed (findings are still complete)
     run_id: str | None = None  # set by write_findings
@@ -60,21 +61,21 @@ def audit(
     together: bool | None = None,
 ) -> AuditResult:
     """Run the rules over ``tables_dir``. With ``report`` also compute the run
-    summary and plot series reports show (``report_data.py``); they are saved
+    summary and plot series reports show (:mod:`auditor.report.spark.data`); they are saved
     with the findings when ``out`` is given, so ``txn-audit report`` needs no Spark.
 
     ``context`` says where the tables come from: Parquet directories written by
     ``ingest`` (the default) or the batch job's Delta tables
-    (:class:`auditor.batch.audit.DeltaAuditContext`). The rule loop is the same,
+    (:class:`auditor.batch.delta_rules.DeltaAuditContext`). The rule loop is the same,
     so both report the same findings for the same data.
 
-    ``together``: the small-input path (:mod:`auditor.engine.tuning`): the report
+    ``together``: the small-input path (:mod:`auditor.perf.tuning`): the report
     summary's and every rule's query collected as soon as each is built, one
     Spark job each, under the small-input settings, with the tables read as one
     partition; otherwise rule by rule. Default: when the ingest manifest says the dump has
     at most ``SMALL_AUDIT_BATCHES`` batches. Rule by rule gives each rule's time
     (``rule_seconds``) and keeps Spark's adaptive settings for large dumps."""
-    from auditor.engine.tuning import SMALL_SQL_CONF, call_site, small_audit, sql_conf
+    from auditor.perf.tuning import call_site, small_audit, small_sql_conf, sql_conf
 
     ctx = context(spark, tables_dir, options)
     rules = select_rules(discover(), only)
@@ -84,7 +85,7 @@ def audit(
     result = AuditResult(findings=[])
     try:
         if together:
-            with sql_conf(spark, SMALL_SQL_CONF), call_site(spark, "txn-audit audit"):
+            with sql_conf(spark, small_sql_conf()), call_site(spark, "txn-audit audit"):
                 _run_together(ctx, rules, result, progress, report)
         else:
             result.as_of_ms = ctx.as_of_ms
@@ -108,7 +109,7 @@ def _runnable(ctx: AuditContext, rule: Rule, result: AuditResult) -> bool:
 def release_plan(rules: list[Rule], report: bool) -> dict[int, list[str]]:
     """After which rule (by index) each view can be released: the last rule that
     reads it or a view built on it; the report data (after every rule) keeps its own."""
-    from auditor.engine.report_data import VIEWS_READ
+    from auditor.report.spark.data import VIEWS_READ
 
     last: dict[str, int] = {}
     for i, rule in enumerate(rules):
@@ -150,17 +151,17 @@ def _run_together(ctx, rules, result, progress, report) -> None:
     Building a query is Catalyst analysis on the Py4J thread; running one is the
     optimizer and the executor's tasks. On a small dump both are per-call
     overhead of a cold JVM, so each rule's query is collected by a worker thread
-    (one Spark job per rule, :data:`auditor.engine.tuning.PIPELINE_WORKERS` at a
+    (one Spark job per rule, :data:`auditor.engine.collect.PIPELINE_WORKERS` at a
     time) while the next rule's query is built: the two halves overlap on two
     cores instead of running one after the other."""
-    from auditor.engine.tuning import Pipeline
+    from auditor.engine.collect import Pipeline
 
     t0 = time.monotonic()
     with Pipeline() as pipe:
         # the summary first: it needs no finding, so its job runs while the rules are built
         summary_q: dict[str, object] = {}
         if report:
-            from auditor.engine.report_data import summary_queries
+            from auditor.report.spark.data import summary_queries
 
             try:
                 summary_q = summary_queries(_report_context(ctx))
@@ -205,10 +206,10 @@ def _early_plots(ctx, pipe, summary_job, result):
     """The plot series of *every* partition, submitted as soon as the rules are: a
     small dump's few replicas cost the job little, and the report then needs no job
     after the findings (which only pick the partitions to show,
-    ``report_data.build_plots``). None, and the plots are collected after the
+    ``auditor.report.spark.data.build_plots``). None, and the plots are collected after the
     findings as usual: no summary job, more than ``EARLY_PLOT_REPLICAS`` replicas,
     or a failure (the report data's, not the audit's)."""
-    from auditor.engine.report_data import plot_queries, plot_ranges
+    from auditor.report.spark.data import plot_queries, plot_ranges
 
     if summary_job is None:
         return None
@@ -224,7 +225,7 @@ def _early_plots(ctx, pipe, summary_job, result):
 
 
 def _report_context(ctx):
-    from auditor.engine.report_data import VIEWS_READ
+    from auditor.report.spark.data import VIEWS_READ
 
     return RuleContext(ctx, "the report data", VIEWS_READ)
 
@@ -237,7 +238,7 @@ def _findings(rule: Rule, rows) -> list[dict]:
 
 
 def _report_data(ctx, rules, result, progress, rows, plot_rows=None) -> None:
-    from auditor.engine.report_data import build_report_data
+    from auditor.report.spark.data import build_report_data
 
     if progress:
         progress("report data", len(rules), len(rules))
@@ -252,7 +253,7 @@ def write_findings(spark, result: AuditResult, out: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from auditor.engine.ingest_job import new_run_id, staged
+    from auditor.ingest.spark_job import new_run_id, staged
 
     run_id = new_run_id()
     rows = [{**f, "evidence": stored_evidence(f.get("evidence"))} for f in result.findings]
@@ -260,7 +261,7 @@ def write_findings(spark, result: AuditResult, out: str) -> None:
     manifest = {"run_id": run_id, "as_of_ms": result.as_of_ms, "rule_seconds": result.rule_seconds,
                 "skipped": result.skipped, "findings": len(rows)}
     if result.summary:
-        from auditor.engine.report_data import REPORT_DATA_VERSION
+        from auditor.report.spark.data import REPORT_DATA_VERSION
 
         manifest["report_data_version"] = REPORT_DATA_VERSION
         manifest["summary"] = result.summary

@@ -1,25 +1,63 @@
-"""Spark settings chosen from the input size.
+"""Spark settings chosen from the input size, and the properties that spare Spark work per job.
 
 Spark's defaults are sized for large data: adaptive execution re-plans at every
 shuffle (one job per query stage), small sides are broadcast (one job each),
 and every stage is compiled to Java byte code. On an interactive scan of a
 small dump that overhead is nearly all the time spent: a few thousand rows
 need none of it. Audits of at most :data:`SMALL_AUDIT_BATCHES` batches run
-under :data:`SMALL_SQL_CONF` (restored afterwards: the session may be shared),
+under :func:`small_sql_conf` (restored afterwards: the session may be shared),
 with the tables read as one partition and each rule's query collected by a
-:class:`Pipeline` worker while the next is built (``auditor.engine.audit``);
-larger ones keep Spark's settings and run rule by rule.
+:class:`auditor.engine.collect.Pipeline` worker while the next is built
+(:mod:`auditor.engine.runner`); larger ones keep Spark's settings and run rule by rule.
 
-What else a small input changes lives where it is decided: the driver JVM's
-compiler (``session.SMALL_INPUT_JAVA_OPTIONS``, chosen by ``scan``, ``ingest``
-and ``audit`` before Spark starts) and the decode's collection to the driver
-(``ingest_job.SMALL_INPUT_BYTES``).
+The driver JVM's own settings for a small input are here too (:data:`SMALL_INPUT_JAVA_OPTIONS`,
+:data:`SMALL_INPUT_CONF`, chosen by ``scan``, ``ingest`` and ``audit`` before Spark starts,
+applied by :func:`auditor.spark.session.get_spark`), and so is the one setting every session
+gets (:data:`SESSION_CONF`). What else a small input changes lives where it is decided: the
+decode's collection to the driver (``auditor.ingest.spark_job.SMALL_INPUT_BYTES``).
+Switches (``TXN_AUDIT_DISABLE``, :mod:`auditor.perf`): ``excluded_rules``, ``call_site``,
+``c1``, ``explain_simple``, ``df_debugging``.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 from typing import Iterator, Mapping
+
+from auditor.perf import enabled
+
+# Every session: each DataFrame call would also send its Python call site to the JVM (PySpark's
+# DataFrame debugging): three times the Py4J round trips while the rules build their queries.
+DF_DEBUGGING_OFF = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
+
+# A small dump's scan runs each of a few thousand Catalyst code paths a handful of times: HotSpot's
+# optimising compiler (C2) then spends more CPU compiling them than the audit spends running them,
+# and on two cores it takes one away from the work (measured on one capture: the C2 threads used
+# 22 of the driver JVM's 41 CPU-s). C1 alone compiles quickly into code that is good enough for
+# that; a large input keeps C2, whose code the long scans and sorts need.
+SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+# Spark 4.0 renders every SQL execution's plan for its UI, UI or not (SQLExecution.withNewExecutionId0
+# calls QueryExecution.explainString with spark.sql.ui.explainMode), in the "formatted" mode by
+# default: a second walk of the plan numbering operators and listing each one's details. A small
+# input's scan runs ~15 executions of large plans and has no UI: the one-tree "simple" rendering is
+# enough for the event log (3-5% of the driver's samples in a JFR profile of a capture's audit).
+SMALL_INPUT_CONF = {"spark.sql.ui.explainMode": "simple"}
+
+
+def session_conf() -> dict[str, str]:
+    """What every session of the tool is given (embedded or under ``spark-submit``)."""
+    return dict(DF_DEBUGGING_OFF) if enabled("df_debugging") else {}
+
+
+def small_input_conf() -> dict[str, str]:
+    """A small input's embedded session settings (:data:`SMALL_INPUT_CONF`)."""
+    return dict(SMALL_INPUT_CONF) if enabled("explain_simple") else {}
+
+
+def small_input_java_options() -> str:
+    """A small input's driver JVM options (:data:`SMALL_INPUT_JAVA_OPTIONS`); '' when switched off."""
+    return SMALL_INPUT_JAVA_OPTIONS if enabled("c1") else ""
+
 
 SMALL_AUDIT_BATCHES = 200_000
 
@@ -62,10 +100,21 @@ SMALL_SQL_CONF: dict[str, str] = {
 CALL_SITE_SHORT, CALL_SITE_LONG = "callSite.short", "callSite.long"
 
 
+def small_sql_conf() -> dict[str, str]:
+    """The SQL settings of a small dump's audit: :data:`SMALL_SQL_CONF` (without the excluded
+    optimizer rules when the ``excluded_rules`` switch is off)."""
+    if enabled("excluded_rules"):
+        return dict(SMALL_SQL_CONF)
+    return {k: v for k, v in SMALL_SQL_CONF.items() if k != "spark.sql.optimizer.excludedRules"}
+
+
 @contextmanager
 def call_site(spark, text: str) -> Iterator[None]:
-    """Name the call site of the jobs the block starts (this thread's, and a :class:`Pipeline`'s
-    submitted from it) ``text``; the previous values after."""
+    """Name the call site of the jobs the block starts (this thread's, and a
+    :class:`~auditor.engine.collect.Pipeline`'s submitted from it) ``text``; the previous values after."""
+    if not enabled("call_site"):
+        yield
+        return
     sc = spark.sparkContext
     before = {k: sc.getLocalProperty(k) for k in (CALL_SITE_SHORT, CALL_SITE_LONG)}
     for k in before:
@@ -92,74 +141,3 @@ def sql_conf(spark, conf: Mapping[str, str]) -> Iterator[None]:
                 spark.conf.unset(k)
             else:
                 spark.conf.set(k, v)
-
-
-def collect_many(queries: Mapping[str, object]) -> dict[str, list[dict]]:
-    """Collect several DataFrames in one Spark job: each row travels as JSON
-    (nulls kept) tagged with its query's name; returns plain dicts per name.
-    Values come back as JSON types: numbers, strings, booleans, nested dicts
-    for structs and maps, lists for arrays."""
-    import json
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    out: dict[str, list[dict]] = {name: [] for name in queries}
-    if not queries:
-        return out
-    parts = [df.select(F.lit(name).alias("_q"),
-                       F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns]), {"ignoreNullFields": "false"}).alias("_j"))
-             for name, df in queries.items()]
-    for row in reduce(lambda a, b: a.union(b), parts).collect():
-        out[row["_q"]].append(json.loads(row["_j"]))
-    return out
-
-
-PIPELINE_WORKERS = 2  # queries collected at once while the next is built (one per core of a small machine)
-
-
-class Pipeline:
-    """Collect queries on worker threads while the caller builds the next ones.
-
-    ``submit(name, df)`` starts collecting ``df`` (one Spark job, :func:`collect_many`)
-    and returns at once; ``results()`` waits for every submission and returns
-    their rows by name. The workers carry the submitting thread's Spark local
-    properties (job group, description), so a job is accounted where the caller
-    is. Leaving the ``with`` block waits for what is still running, so no job
-    outlives the audit that started it (an exception inside it is re-raised
-    after that)."""
-
-    def __init__(self, workers: int = PIPELINE_WORKERS) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="txn-audit-collect")
-        self._futures: list = []
-
-    def submit_many(self, queries: Mapping[str, object], *, required: bool = True):
-        """Collect ``queries`` in one job; returns its future (None for no query). A
-        ``required`` job's rows are in :meth:`results` (which raises its failure);
-        another's are the caller's to take from the future."""
-        if not queries:
-            return None
-        from pyspark.util import inheritable_thread_target
-
-        session = next(iter(queries.values())).sparkSession  # its local properties and tags go with the job
-        future = self._pool.submit(inheritable_thread_target(session)(collect_many), dict(queries))
-        if required:
-            self._futures.append(future)
-        return future
-
-    def submit(self, name: str, df) -> None:
-        self.submit_many({name: df})
-
-    def results(self) -> dict[str, list[dict]]:
-        out: dict[str, list[dict]] = {}
-        for f in self._futures:
-            out.update(f.result())
-        return out
-
-    def __enter__(self) -> "Pipeline":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)

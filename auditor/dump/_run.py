@@ -1,16 +1,8 @@
-"""What ``txn-audit dump`` does (:func:`run`), without click: the command line
-(:mod:`auditor.cli.dump_cmd`, and :func:`auditor.cli.main.main` for a plain
+"""What ``txn-audit dump`` does (:func:`run`, the package's entry), without click: the
+command line (:mod:`auditor.cli.dump_cmd`, and :func:`auditor.cli.main.main` for a plain
 ``dump [--records] FILE...``) calls it.
 
-``txn-audit dump`` is a structured, faster ``kafka-dump-log``.
-
-One JSON object per batch (and per record with ``--records``), with snake_case
-versions of Kafka's field names. Works on any file ingestion understands
-(segments, KRaft snapshots, producer snapshots, indexes, checkpoints): each is
-run through the same table decoders as ``ingest``, so the dump and the tables
-always agree. No Spark is started.
-
-Segments and KRaft snapshots take a fast path (:mod:`auditor.cli.dump_fast`):
+Segments and KRaft snapshots take a fast path (:mod:`auditor.dump._fast`):
 the columnar header decoder (mmap + numpy) and JSON lines formatted
 vectorised, byte for byte what the per-object path below writes
 (``tests/test_dump_columnar.py``). This module imports neither pyarrow nor
@@ -24,15 +16,15 @@ import json
 import sys
 from typing import Iterator
 
-from auditor.cli.dump_lines import MARKER_FIELDS, TABLE_FIELDS
-from auditor.cli.overlap import BackgroundWriter
+from auditor.dump._lines import MARKER_FIELDS, TABLE_FIELDS
+from auditor.dump._overlap import BackgroundWriter
 
 # the internal topics whose records have tables of their own (auditor.ingest.tables: each TableSpec's
 # topic; tests/test_dump_columnar.py holds the two lists equal): kept here so that a dump of other
 # topics' segments never imports the table registry (pyarrow)
 _INTERNAL = ("__transaction_state", "__consumer_offsets", "__cluster_metadata", "__share_group_state",
              "__remote_log_metadata")
-# ``--format table``: column -> kafka-dump-log's name (the layout: auditor.cli.dump_lines.table_lines)
+# ``--format table``: column -> kafka-dump-log's name (the layout: auditor.dump._lines.table_lines)
 _TABLE_COLUMNS = {key: name for name, key in TABLE_FIELDS + MARKER_FIELDS}
 
 
@@ -64,17 +56,23 @@ def _records(task: dict) -> Iterator[dict]:
 
 
 def _table_objects(task: dict, name: str, spec) -> Iterator[dict]:
-    from auditor.ingest.context import CONTEXT_COLUMNS
+    """A table's rows of ``task`` as objects: its own columns after ``type``, without the context
+    and problem columns (the file is said once, by the dump), or a problem object."""
+    from auditor.ingest.context import CONTEXT_COLUMNS, PROBLEM_COLUMNS
     from auditor.ingest.tables import iter_rows
 
-    ctx = {c.name for c in CONTEXT_COLUMNS}
+    # deleted from a copy, not filtered key by key: a metadata row has ~35 columns (issue 29)
+    drop = {c.name for c in CONTEXT_COLUMNS + PROBLEM_COLUMNS}
+    kind = "batch" if name == "batches" else name
     for row in iter_rows(spec, task):
         if row.get("_problem_kind"):
             yield {"type": "problem", "file": task["path"], "table": name, "kind": row["_problem_kind"],
                    "position": row["_problem_position"], "message": row["_problem_message"]}
             continue
-        obj = {"type": "batch" if name == "batches" else name}
-        obj.update({k: v for k, v in row.items() if k not in ctx and not k.startswith("_problem")})
+        obj = {"type": kind}
+        obj.update(row)
+        for k in drop.intersection(row):
+            del obj[k]
         yield obj
 
 
@@ -95,41 +93,81 @@ def _objects(task: dict, with_records: bool) -> Iterator[dict]:
 def _fast_items(task: dict, with_records: bool, out) -> Iterator[dict]:
     """The fast path for segments and KRaft snapshots: lines go straight to
     ``out``; problems (and objects of the internal-topic tables) are yielded.
-    A segment's batches go through the compiled path first (:mod:`auditor.cli.dump_native`),
-    as far as it can vouch for them; the vectorised one (:mod:`auditor.cli.dump_fast`,
+    A segment's batches go through the compiled path first (:mod:`auditor.dump._native`),
+    as far as it can vouch for them; the vectorised one (:mod:`auditor.dump._fast`,
     numpy) writes the rest and reports the problems."""
-    from auditor.cli import dump_native
+    from auditor.dump import _native
 
     start = 0
     fd = _descriptor(out)
-    native = fd is not None and dump_native.applies(task)
+    native = fd is not None and _native.applies(task)
     if native:
         out.flush()  # what is queued goes out first: the extension writes to the descriptor itself
-        start = dump_native.write_batches(task, fd)
+        start = _native.write_batches(task, fd)
     if start < task["size"] or task["kind"] != "segment" or (with_records and not native):
         _import_numpy_single_threaded()
-        from auditor.cli import dump_fast
+        from auditor.dump import _fast
 
         if start < task["size"]:
-            yield from dump_fast.write_batches({**task, "range_start": start} if start else task, out)
+            yield from _fast.write_batches({**task, "range_start": start} if start else task, out)
     # the internal topics' record decoders (only with --records): other topics' segments have no
     # table but batches, so their dump needs neither the table registry nor pyarrow (~0.2 s to import)
     if task["kind"] != "segment" or (with_records and task.get("topic") in _INTERNAL):
-        from auditor.ingest.tables import TABLES
-
-        for name, spec in TABLES.items():
-            if name != "batches" and spec.accepts(task):
-                yield from _table_objects(task, name, spec)
+        yield from _internal_objects(task)
     if with_records and task.get("topic") not in _INTERNAL:
         start = 0
         if native:
             out.flush()
-            start = dump_native.write_records(task, fd)
+            start = _native.write_records(task, fd)
         if start < task["size"]:
             _import_numpy_single_threaded()
-            from auditor.cli import dump_fast
+            from auditor.dump import _fast
 
-            dump_fast.write_records({**task, "range_start": start} if start else task, out)
+            _fast.write_records({**task, "range_start": start} if start else task, out)
+
+
+def _internal_objects(task: dict) -> Iterator[dict]:
+    """The objects of a file's tables other than ``batches``, in the registry's order, as
+    :func:`_objects` gives them, with one decode of a ``__cluster_metadata`` file for its two
+    tables: ``producer_id_blocks``' items are derived from ``metadata_records``' as its own
+    decoder derives them (:func:`auditor.ingest.tables.pid_blocks_of`), then replayed, an
+    exception that ended the decode included. Decoding the log twice was most of a ``--records``
+    dump of a metadata log (issue 29)."""
+    from dataclasses import replace
+
+    from auditor.ingest.problems import Problem
+    from auditor.ingest.tables import TABLES, pid_blocks_of
+
+    specs = {name: spec for name, spec in TABLES.items() if name != "batches" and spec.accepts(task)}
+    meta, grants = specs.get("metadata_records"), specs.get("producer_id_blocks")
+    if meta is not None and grants is not None:
+        seen: "list | None" = None
+        ended: list[BaseException] = []
+
+        def metadata(t: dict, f) -> Iterator:
+            nonlocal seen
+            seen = []
+            try:
+                for item in meta.decode(t, f):
+                    if isinstance(item, Problem) or item.get("api_key") == 15:  # what grants keep
+                        seen.append(item if isinstance(item, Problem) else dict(item))
+                    yield item
+            except Exception as exc:  # noqa: BLE001 - replayed below, then raised as the decoder raised it
+                ended.append(exc)
+                raise
+
+        def derived(t: dict, f) -> Iterator:
+            if seen is None:  # the metadata decode never ran (the file could not be opened then)
+                yield from grants.decode(t, f)
+                return
+            yield from pid_blocks_of(seen)
+            if ended:
+                raise ended[0]
+
+        specs["metadata_records"] = replace(meta, decode=metadata)
+        specs["producer_id_blocks"] = replace(grants, decode=derived)
+    for name, spec in specs.items():
+        yield from _table_objects(task, name, spec)
 
 
 def _descriptor(out) -> "int | None":
@@ -155,11 +193,17 @@ def _is_normal(obj: dict, task: dict) -> bool:
     return obj["kind"] == "zero-tail" and task["kind"] in ("offset-index", "time-index")
 
 
-def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool = False) -> None:
+def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool = False,
+        own_process: bool = False) -> None:
     """The ``dump`` command: writes to stdout, problems to stderr; exits (status 1 if any problem;
-    an index's preallocated zero tail is said but is not one)."""
+    an index's preallocated zero tail is said but is not one).
+
+    ``own_process``: the process does nothing but this dump (``txn-audit dump``), so what loading
+    allocates is set aside from the garbage collector (:func:`_load`); not in a process that goes
+    on (tests), whose cycles made before would never be collected."""
+    _load(own_process)
     from auditor.ingest.plan import make_plan
-    from auditor.startup import keep_freed_memory
+    from auditor.perf.memory import keep_freed_memory
 
     keep_freed_memory()
     plan = make_plan(list(files), split_bytes=1 << 62)
@@ -204,7 +248,7 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
                     if obj["type"] == "batch":
                         batches.append(obj)
                 else:
-                    out.write((json.dumps(obj, default=_json_default) + "\n").encode())
+                    out.write((_ENCODER.encode(obj) + "\n").encode())
             if table is not None:
                 _print_table(table, fi.path, batches, safe)
     finally:
@@ -214,10 +258,10 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
 
 def _print_table(console, path: str, batches: list[dict], safe) -> None:
     """``dump --format table`` of one file: its path once, as kafka-dump-log heads it, then its
-    batches (:func:`auditor.cli.dump_lines.table_lines`)."""
+    batches (:func:`auditor.dump._lines.table_lines`)."""
     from rich.text import Text
 
-    from auditor.cli.dump_lines import table_lines
+    from auditor.dump._lines import table_lines
 
     console.print(Text(f"Dumping {safe(path, markup=False)}", style="bold"), soft_wrap=True)
     for line in table_lines(batches, console.width, lambda v: safe(v, markup=False)):
@@ -226,15 +270,29 @@ def _print_table(console, path: str, batches: list[dict], safe) -> None:
         console.print(Text("(no batches)", style="dim"), soft_wrap=True)
 
 
-def preload() -> None:
-    """Import what a dump of segments needs, as :func:`run` would: the compiled path, or
-    without it numpy and the vectorised decoders."""
-    import auditor.ingest.plan  # noqa: F401
-    from auditor.cli import dump_native
+def _load(set_aside: bool) -> None:
+    """Import what a dump of segments needs: the compiled path, or without it numpy and the
+    vectorised decoders.
 
-    if not dump_native.available():
-        _import_numpy_single_threaded()
-        import auditor.cli.dump_fast  # noqa: F401
+    With ``set_aside``: loading (numpy's import above all) allocates a few hundred thousand
+    objects and frees few, and the collector would walk them over and over (~3% of a 1 GiB
+    dump) to find no cycle. It is off while they load, and what was loaded is then frozen
+    (``gc.freeze``) before it is on again for the dump."""
+    import gc
+
+    if set_aside:
+        gc.disable()
+    try:
+        import auditor.ingest.plan  # noqa: F401
+        from auditor.dump import _native
+
+        if not _native.available():
+            _import_numpy_single_threaded()
+            import auditor.dump._fast  # noqa: F401
+    finally:
+        if set_aside:
+            gc.freeze()
+            gc.enable()
 
 
 def _import_numpy_single_threaded() -> None:
@@ -263,3 +321,7 @@ def _json_default(v):
     if isinstance(v, (bytes, bytearray)):
         return v.hex()
     return str(v)
+
+
+# what ``json.dumps(obj, default=_json_default)`` builds on every call, built once
+_ENCODER = json.JSONEncoder(default=_json_default)

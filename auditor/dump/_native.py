@@ -1,4 +1,4 @@
-"""``txn-audit dump``'s compiled path for log segments (``auditor/cli/_dumpv2.c``).
+"""``txn-audit dump``'s compiled path for log segments (``auditor/dump/_dumpv2.c``).
 
 Why: a dump is a whole process a person waits for, and on a few MB of small
 batches most of it was start-up -- numpy's import alone (~60 ms here) is more
@@ -8,17 +8,17 @@ and writes their lines straight to standard output, with the GIL released.
 
 It only writes what it can vouch for, and stops at the first entry it cannot
 (legacy entries, a bad CRC, a cut tail, an unusual control record): the Python
-path (:mod:`auditor.cli.dump_fast`) carries on from there and reports the
+path (:mod:`auditor.dump._fast`) carries on from there and reports the
 problem, so the output and the problems are what the Python path alone gives
 (tests/test_dump_native.py). The keys and tokens of a line are handed in from
-:mod:`auditor.cli.dump_lines`, checked against the order the extension writes.
+:mod:`auditor.dump._lines`, checked against the order the extension writes.
 
 With ``--records``, :func:`write_records` writes the record lines of a data topic's segment the
 same way (issue 29): the extension walks each batch's records (lz4 decompressed by the ``lz4``
 package's block decoder, called from C; gzip, snappy and zstd by :func:`auditor.formats.codecs.decompress`,
 called back) and writes their lines; a batch it cannot vouch for is decoded by :func:`one_batch`
 (the per-object decoder, for that batch only), and where it cannot frame an entry it stops and
-:mod:`auditor.cli.dump_fast` carries on.
+:mod:`auditor.dump._fast` carries on.
 
 The extension is built by ``pip install`` where a C compiler is found (setup.py);
 without it (or with ``TXN_AUDIT_NATIVE=0``), :func:`available` is False and
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 
-from auditor.cli import dump_lines as dl
+from auditor.dump import _lines as dl
 
 _NATIVE = None  # the module, once imported and checked; False: not usable
 ENV = "TXN_AUDIT_NATIVE"  # "0": the Python path only (what the tests compare the compiled one with)
@@ -42,7 +42,7 @@ def _native():
             _NATIVE = False
             return _NATIVE
         try:
-            from auditor.cli import _dumpv2
+            from auditor.dump import _dumpv2
         except ImportError:
             _NATIVE = False
         else:
@@ -82,7 +82,7 @@ def write_batches(task: dict, out_fd: int) -> int:
 
 
 def write_records(task: dict, out_fd: int) -> int:
-    """Write the record lines of ``task``'s segment (a data topic's: dump_run._records' objects)
+    """Write the record lines of ``task``'s segment (a data topic's: _run._records' objects)
     from its start to ``out_fd``, for as long as the extension can frame its entries; returns
     the position where the Python path must go on (``task["size"]`` when it wrote them all)."""
     from auditor.formats.codecs import decompress
@@ -103,11 +103,11 @@ def write_records(task: dict, out_fd: int) -> int:
 
 def one_batch(f, size: int, pos: int) -> bytes:
     """The record lines of the batch at ``pos``, as the per-object path writes them
-    (:func:`auditor.cli.dump_run._records`: the records ``iter_records`` yields before it fails,
+    (:func:`auditor.dump._run._records`: the records ``iter_records`` yields before it fails,
     if it does)."""
     import json
 
-    from auditor.cli.dump_run import record_object
+    from auditor.dump._run import record_object
     from auditor.errors import DecodeError
     from auditor.formats.batch import BatchHeader, iter_segment, read_payload
     from auditor.formats.records import iter_records

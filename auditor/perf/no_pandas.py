@@ -1,11 +1,13 @@
-"""Start-up choices for the tool's processes (the decode's Python workers, ``dump``).
+"""No pandas in the decode's Python workers (switch ``no_pandas``, :mod:`auditor.perf`).
 
-Kept apart from the modules that need them so a process pays for what it uses, no more.
+Kept apart from the modules that need it so a process pays for what it uses, no more.
 """
 
 from __future__ import annotations
 
 import sys
+
+from auditor.perf import enabled
 
 _DONE = False
 
@@ -29,7 +31,7 @@ def skip_pandas() -> None:
     imported already (someone wanted it) or on a second call.
     """
     global _DONE
-    if _DONE:
+    if _DONE or not enabled("no_pandas"):
         return
     _DONE = True
     if "pandas" in sys.modules:
@@ -51,36 +53,3 @@ class _NoPandas:
         if name == "pandas" or name.startswith("pandas."):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
-
-
-_M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters (malloc.h)
-_M_MMAP_THRESHOLD = -3
-
-
-def keep_freed_memory() -> None:
-    """Let this process reuse the big buffers it frees instead of handing them back
-    to the kernel (glibc only; elsewhere nothing happens). For ``dump``.
-
-    Why: a dump allocates and frees a few MiB per chunk (numpy columns, the
-    formatted JSON lines) hundreds of times. glibc serves such sizes with fresh
-    ``mmap`` pages at first and returns freed memory at the top of the heap, so
-    every chunk's buffers are new pages the kernel must fault in and zero:
-    ~110,000 page faults, 0.2 s of system time, on 2 M one-record batches.
-    With big chunks served from the heap and kept there when freed, the same
-    pages are reused: ~22,000 faults. Memory stays bounded: what is kept is what
-    one chunk needed.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import os
-
-    try:
-        if not os.confstr("CS_GNU_LIBC_VERSION"):
-            return
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # the most glibc allows on 64-bit
-        libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20)
-    except (OSError, ValueError, AttributeError):  # not glibc after all, or no libc handle
-        return

@@ -1,9 +1,9 @@
 """The literal pieces of a JSON line, as ``json.dumps`` writes them (default
 separators, ``ensure_ascii``): a value's token and a key with its separators.
 
-Kept apart from :mod:`auditor.formats.jsonl_columns` (which formats whole
+Kept apart from :mod:`auditor.dump._columns` (which formats whole
 columns with numpy) so that ``txn-audit dump``'s compiled path
-(:mod:`auditor.cli.dump_native`) builds the same literals without importing numpy.
+(:mod:`auditor.dump._native`) builds the same literals without importing numpy.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The layout of a ``txn-audit dump`` batch line: its keys in order and the
 tokens of its enumerated values, shared by the vectorised writer
-(:mod:`auditor.cli.dump_fast`) and the compiled one (:mod:`auditor.cli.dump_native`).
+(:mod:`auditor.dump._fast`) and the compiled one (:mod:`auditor.dump._native`).
 
 The order is the per-object path's (``{"type": "batch", **segments.batch_row(...)}``):
 the header columns as :class:`auditor.formats.batch.BatchHeader` has them, the
@@ -9,8 +9,8 @@ control record's two fields, then where the batch was read from. No numpy here.
 
 from __future__ import annotations
 
+from auditor.dump._literals import key_literal, token
 from auditor.formats.batch import CODEC_NAMES, COLUMN_NAMES, TS_TYPE_NAMES
-from auditor.formats.jsonl_literals import key_literal, token
 from auditor.formats.records import CONTROL_TYPES
 
 BATCH_KEYS = ["type", *COLUMN_NAMES, "control_type", "coordinator_epoch", "segment_base_offset", "source"]
@@ -21,7 +21,7 @@ TS_TOKENS = [token(n) for n in TS_TYPE_NAMES]
 MARKER_TOKENS = [token(CONTROL_TYPES[t]) for t in range(len(CONTROL_TYPES))]
 TYPE = token("batch")
 END = b"}\n"
-# a record line (``dump --records`` of a data topic): dump_run.record_object's keys, in its order
+# a record line (``dump --records`` of a data topic): _run.record_object's keys, in its order
 RECORD_KEYS = ["type", "offset", "timestamp", "sequence", "key_size", "value_size", "header_keys", "batch_base_offset"]
 RKEYS = {k: key_literal(i == 0, k) for i, k in enumerate(RECORD_KEYS)}
 RECORD_TYPE = token("record")

@@ -22,8 +22,7 @@ import json
 import math
 from typing import Any
 
-from auditor.engine.views import REPLICA
-from auditor.model.producer_state.spark import pins_by_bucket
+from auditor.model.producer_state.spark import REPLICA, pins_by_bucket
 
 REPORT_DATA_VERSION = 2  # 2: each plotted partition carries the model's LSO (last_stable_offsets)
 LSO_BUCKETS = 240  # points per LSO-lag series
@@ -55,7 +54,7 @@ def build_report_data(ctx, findings: list[dict], rows: dict[str, list[dict]] | N
     their queries are a second job -- unless ``plot_rows`` holds the collected
     :func:`plot_queries` of every partition (``plots:<name>``: a small dump's,
     collected with the rules)."""
-    from auditor.engine.tuning import collect_many
+    from auditor.engine.collect import collect_many
 
     if rows is None:
         rows = collect_many(summary_queries(ctx))
@@ -356,7 +355,7 @@ def build_plots(ctx, findings: list[dict], stats: list[dict], got: "dict[str, li
     if not rng_rows:
         return plots
     if got is None:
-        from auditor.engine.tuning import collect_many
+        from auditor.engine.collect import collect_many
 
         got = collect_many(plot_queries(ctx, stats, keys))
     n = LSO_BUCKETS

@@ -26,7 +26,7 @@ from typing import BinaryIO, Sequence, Union
 
 import numpy as np
 
-from auditor.formats.jsonl_literals import key_literal, token  # noqa: F401 - re-exported
+from auditor.dump._literals import token
 
 # A part of a line: literal bytes, or an (n, w) uint8 block (NUL-padded on the left).
 Part = Union[bytes, np.ndarray]

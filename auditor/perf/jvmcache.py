@@ -14,9 +14,10 @@ How it is kept:
   names another directory). Its file name carries a fingerprint of what it is
   valid for (the ``java`` binary, PySpark's version and jar list): after an
   upgrade of either, no archive is found until it is built again.
-* :func:`build` (``python -m auditor.engine.jvmcache CAPTURE_DIR``; ``make
+* :func:`build` (``python -m auditor.perf.jvmcache CAPTURE_DIR``; ``make
   setup`` runs it on a shipped sample capture) runs an ingest and an audit in a
-  child process whose driver JVM writes its classes at exit (about a minute:
+  child process (:mod:`auditor.perf.jvmcache_train`) whose driver JVM writes
+  its classes at exit (about a minute:
   writing the archive costs HotSpot some 30 s, which is why no user command
   trains it on the side), into a temporary name renamed into place only when
   the JVM exited cleanly. A partial archive is never under the final name.
@@ -25,7 +26,7 @@ How it is kept:
 Nothing depends on it for correctness: HotSpot validates the archive's header
 and class path itself and, under the default ``-Xshare:auto``, runs without it
 when they do not match (its log lines about that are turned off).
-``TXN_AUDIT_CDS=0`` turns it off. A driver JVM started by ``spark-submit`` is
+``TXN_AUDIT_CDS=0`` (or ``TXN_AUDIT_DISABLE=jvmcache``, :mod:`auditor.perf`) turns it off. A driver JVM started by ``spark-submit`` is
 already running: nothing is added there.
 """
 
@@ -37,8 +38,9 @@ import shutil
 import signal
 import sys
 import subprocess
-import tempfile
 from pathlib import Path
+
+from auditor.perf import enabled
 
 CDS_DIR_ENV = "TXN_AUDIT_CDS_DIR"
 CDS_ENV = "TXN_AUDIT_CDS"  # "0": neither map nor train an archive
@@ -83,7 +85,7 @@ def archive_path() -> Path | None:
 def driver_java_options() -> str:
     """The options that map this installation's archive into a new embedded session's
     driver JVM; '' when there is none (or ``TXN_AUDIT_CDS=0``)."""
-    if os.environ.get(CDS_ENV) == "0":
+    if os.environ.get(CDS_ENV) == "0" or not enabled("jvmcache"):
         return ""
     path = archive_path()
     if path is None or not path.is_file():
@@ -109,9 +111,9 @@ def build(inputs: list[str], *, timeout: float = 900) -> Path | None:
         print(f"jvmcache: cannot write {path.parent}: {exc.strerror or exc}: no archive built", file=sys.stderr)
         return None
     # the training run maps no older archive; its driver JVM writes to the pipes read below, not
-    # to a log file (session.py), so that their end is the JVM's exit, after the archive is written
+    # to a log file (auditor.spark.session), so that their end is the JVM's exit, after the archive is written
     env = {**os.environ, CDS_ENV: "0", "TXN_AUDIT_VERBOSE": "1"}
-    cmd = [sys.executable, "-m", "auditor.engine.jvmcache", "--train", str(tmp), *inputs]
+    cmd = [sys.executable, "-m", "auditor.perf.jvmcache_train", str(tmp), *inputs]
     # its own process group: a timeout kills the child's driver JVM too, before it can write
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -134,27 +136,9 @@ def build(inputs: list[str], *, timeout: float = 900) -> Path | None:
         tmp.unlink(missing_ok=True)
 
 
-def _train(target: str, inputs: list[str]) -> None:
-    """The child of :func:`build`: what ``txn-audit scan`` runs, in a session whose driver
-    JVM archives its classes at exit (when this process ends)."""
-    from auditor.engine.audit import audit
-    from auditor.engine.ingest_job import ingest
-    from auditor.engine.session import get_spark
-
-    spark = get_spark(conf={"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={target} {QUIET}"},
-                      delta=False)
-    with tempfile.TemporaryDirectory(prefix="txn-audit-cds-") as tmp:
-        ingest(spark, inputs, f"{tmp}/tables")
-        audit(spark, f"{tmp}/tables", report=True, out=f"{tmp}/findings")
-    spark.stop()
-
-
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--train"]:
-        _train(argv[1], argv[2:])
-        return 0
     if not argv:
-        print("usage: python -m auditor.engine.jvmcache CAPTURE_DIR...", file=sys.stderr)
+        print("usage: python -m auditor.perf.jvmcache CAPTURE_DIR...", file=sys.stderr)
         return 2
     path = build(argv)
     if path is not None:

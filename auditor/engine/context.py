@@ -1,0 +1,346 @@
+"""The audit context: table access, and the cache of the views built over it.
+
+Tables come through :meth:`AuditContext.table`, which hands out the *live log*
+only (:mod:`auditor.model.livelog`: no ``.deleted``/``.cleaned`` copies, no
+replaced or recovered-away segments, no retired replica directories): Parquet
+directories read once per audit (the batch job's Delta tables:
+:class:`auditor.batch.delta_rules.DeltaAuditContext`), small tables read on the
+driver with pyarrow. Every derived fact is a view of the registry
+(:mod:`auditor.engine.views`): the context builds each at most once per audit,
+persists what several readers share (:meth:`AuditContext.persist`), and releases
+it after its last reader (:meth:`AuditContext.release`); a rule sees only the
+views it declares (:class:`RuleContext`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property, partial
+from pathlib import Path
+
+from auditor.engine.views import FACTS, HELPERS, VIEWS
+from auditor.model.livelog import Liveness, decide, recovery_points, row_bounds_columns
+from auditor.model.producer_state.spark import REPLICA
+from auditor.perf.cached_leaf import cached_leaf
+
+# a file inside a partition directory the broker retired, for tables without an inventory
+RETIRED_REPLICA_FILE = r"\.[0-9a-fA-F]{32}-(delete|stray)/[^/]+$"
+MAX_ISIN_FILES = 2000  # above this many non-live files, leave them out with a broadcast anti-join
+
+
+@dataclass
+class AuditOptions:
+    """Broker settings the rules compare against (Kafka's defaults unless given)."""
+
+    as_of_ms: int | None = None  # "now" for ages; default: newest timestamp in the dump
+    transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms
+    epoch_exhaustion_warn: int = 32_000  # warn when an epoch gets this close to 32767
+
+
+class RuleContext:
+    """What one reader (a rule, the report data) sees of the context: every table
+    and helper, and only the views it declares — an undeclared view fails at
+    once, so the declarations the engine plans with are the truth."""
+
+    def __init__(self, ctx: "AuditContext", reader: str, views) -> None:
+        self._ctx, self._reader, self._views = ctx, reader, frozenset(views)
+
+    def __getattr__(self, name: str):
+        need = name if name in VIEWS else (HELPERS[name].reads if name in HELPERS else None)
+        if need is not None and need not in self._views:
+            raise AttributeError(f"{self._reader} reads view {need!r} without declaring it")
+        return getattr(self._ctx, name)
+
+
+class AuditContext:
+    """The tables of one audit and the views built over them (an attribute named after a
+    view, fact or helper of :mod:`auditor.engine.views` is that view, fact or helper)."""
+
+    def __init__(self, spark, tables_dir: str, options: AuditOptions | None = None) -> None:
+        self.spark = spark
+        self.tables_dir = Path(tables_dir)
+        self.options = options or AuditOptions()
+        self._persisted: list = []
+        self._loaded: dict[str, object] = {}
+        self._tables: dict[str, object] = {}
+        self._views: dict[str, object] = {}
+        self._facts: dict[str, object] = {}
+        self._building: list[str] = []  # views being built (the innermost persists)
+        self._persisted_by: dict[str, list] = {}
+        self.released: list[str] = []  # views released before close(), in order
+        # a small dump's audit (auditor.perf.tuning): every table and persisted view is read as one
+        # partition, so Spark plans no shuffle between them (a single partition already satisfies every
+        # join, aggregate and window): a few stages per query instead of one per exchange
+        self.single_partition = False
+
+    # -- the registry's views, facts and helpers ------------------------------
+    def __getattr__(self, name: str):
+        """``ctx.<view>``, ``ctx.<fact>``, ``ctx.<helper>`` (only asked for names the class lacks)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        own = getattr(type(self), name, None)
+        if isinstance(own, (property, cached_property)):
+            # Python asks here after one of the class's own properties raised AttributeError: run it
+            # again so that error surfaces, not a misleading "no attribute <property>"
+            return own.__get__(self, type(self))
+        if name in VIEWS:
+            return self.view(name)
+        if name in FACTS:
+            if name not in self._facts:
+                self._facts[name] = FACTS[name](self)
+            return self._facts[name]
+        if name in HELPERS:
+            return partial(HELPERS[name].fn, self)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def view(self, name: str):
+        """View ``name``, built on first use (what it persists is recorded as its own, for :meth:`release`)."""
+        if name not in self._views:
+            self._building.append(name)
+            try:
+                self._views[name] = VIEWS[name].build(self)
+            finally:
+                self._building.pop()
+        return self._views[name]
+
+    # -- tables ------------------------------------------------------------
+    def table(self, name: str):
+        """A table as the rules see it:
+
+        * ``cluster_id`` is never null: brokers without a cluster.id (old
+          ZooKeeper clusters) are keyed by their log dir, so two unrelated dumps
+          are never mistaken for one cluster;
+        * only rows of the live log (:attr:`live_log`): files the broker's log
+          loading would delete (``.deleted``, ``.cleaned``, replaced segments,
+          segments recovery drops, ``-delete``/``-stray`` replica directories)
+          are left out, and batches beyond a recovery truncation or shadowed by
+          an overlapping segment too. Every row stays in the tables (``files``
+          lists each file; ``txn-audit tables`` says which are not live and why).
+        """
+        if name not in self._tables:
+            df = self._live_table(name)
+            if name == "producer_snapshots" and "remote_segment_id" in df.columns:
+                # tiered storage: a remote segment's producer snapshot sits at the segment's end + 1
+                from auditor.model.livelog import local_log_starts
+                from auditor.model.remote import snapshot_offsets, with_remote_snapshot_offsets
+
+                files = self.small_rows("files", ("path", "log_dir", "topic", "partition", "dir_status", "kind",
+                                                  "base_offset")) or []
+                starts = local_log_starts(files, self.live_log) if self.live_log is not None else None
+                df = with_remote_snapshot_offsets(df, snapshot_offsets(self.remote_metadata), REPLICA, starts)
+            self._tables[name] = df.coalesce(1) if self.single_partition else df
+        return self._tables[name]
+
+    def _live_table(self, name: str):
+        from pyspark.sql import functions as F
+
+        df = self.load(name)
+        if "cluster_id" in df.columns and "log_dir" in df.columns:
+            from auditor.model.clusters import cluster_key_column
+
+            df = df.withColumn("cluster_id", cluster_key_column())
+        if "file" not in df.columns or "partition" not in df.columns or name == "files":
+            return df
+        live = self.live_log
+        if live is None:  # no inventory to tell (hand-made tables): recognise retired directories by name
+            f = F.col("file")
+            by_name = (f.contains("-delete/") | f.contains("-stray/")) & f.rlike(RETIRED_REPLICA_FILE)
+            return df.where(~F.coalesce(by_name, F.lit(False)))
+        # tiered storage: remote files read by several replicas are joined to each (below)
+        fan = {p: lv.replicas for p, lv in live.items() if lv.replicas} if "log_dir" in df.columns else {}
+        remote = None
+        if fan:
+            remote = self._remote_replica_rows(df, fan, name)  # an inner join on file: those files' rows only
+            if len(fan) > MAX_ISIN_FILES:
+                paths = self.spark.createDataFrame([(p,) for p in sorted(fan)], "file string")
+                df = df.join(F.broadcast(paths), "file", "left_anti")
+            else:
+                df = df.where(~F.col("file").isin(sorted(fan)))
+        dead = sorted(p for p, lv in live.items() if not lv.live and p not in fan)
+        if len(dead) > MAX_ISIN_FILES:
+            gone = self.spark.createDataFrame([(p,) for p in dead], "file string")
+            df = df.join(F.broadcast(gone), "file", "left_anti")
+        elif dead:
+            df = df.where(~F.col("file").isin(dead))
+        cols = row_bounds_columns(name)
+        bounded = [lv for lv in live.values() if lv.bounded and lv.path not in fan]
+        if cols and bounded:
+            pos_col, off_col = cols
+            for lv in bounded:
+                cut = F.lit(False)
+                if lv.end_position is not None:
+                    cut = cut | (F.col(pos_col) >= lv.end_position)
+                if lv.end_offset is not None:
+                    cut = cut | (F.col(off_col) >= lv.end_offset)
+                df = df.where(~((F.col("file") == lv.path) & cut))
+        return df if remote is None else df.unionByName(remote)
+
+    def _remote_replica_rows(self, df, fan: dict[str, tuple], name: str):
+        """The rows of remote (tiered) files, once per replica whose log holds them
+        (``Liveness.replicas``, :func:`auditor.model.livelog.decide`): with that replica's log
+        dir, broker and cluster, cut at its local log start. Every replica of a tiered partition
+        reads the one remote log below its own local log start (RemoteLogManager.read, Kafka
+        4.3.1), so the files are decoded once and joined here to each replica."""
+        from pyspark.sql import functions as F
+
+        from auditor.model.clusters import cluster_key
+
+        owner = {}
+        for r in self.small_rows("files", ("log_dir", "broker_id", "cluster_id", "dir_status")) or []:
+            if r.get("log_dir") is not None and r.get("dir_status") == "live":
+                owner.setdefault(r["log_dir"], (r.get("broker_id"), cluster_key(r.get("cluster_id"), r["log_dir"])))
+        rows = [(path, d, *owner.get(d, (None, cluster_key(None, d))), lv.end_offset)
+                for path, per in sorted(fan.items()) for d, lv in per if lv.live]
+        reps = self.spark.createDataFrame(rows, "file string, _log_dir string, _broker_id int, _cluster_id string, "
+                                                "_end_offset bigint")
+        out = df.join(F.broadcast(reps), "file")
+        cols = row_bounds_columns(name)
+        if cols:
+            out = out.where(F.col("_end_offset").isNull() | (F.col(cols[1]) < F.col("_end_offset")))
+        repl = {"log_dir": F.col("_log_dir")}
+        if "broker_id" in df.columns:
+            repl["broker_id"] = F.col("_broker_id").cast(df.schema["broker_id"].dataType)
+        if "cluster_id" in df.columns:
+            repl["cluster_id"] = F.col("_cluster_id")
+        return out.withColumns(repl).select(*df.columns)
+
+    @cached_property
+    def live_log(self) -> dict[str, Liveness] | None:
+        """Every inventoried file's place in the live log (:func:`livelog.decide`),
+        from the ``files`` inventory and the recovery points: one small read of
+        each. None when there is no inventory (hand-made tables)."""
+        want = ("path", "cluster_id", "log_dir", "topic", "partition", "dir_status", "kind", "file_status",
+                "base_offset", "status", "error_position", "next_offset")
+        rows = self.small_rows("files", want)
+        if rows is None or (rows and ("path" not in rows[0] or "dir_status" not in rows[0])):
+            return None  # no inventory: table() falls back to directory names
+        recovery = {}
+        if any(r.get("kind") == "recovery-point-offset-checkpoint" for r in rows) and self.has_rows("checkpoints"):
+            cp = self.small_rows("checkpoints", ("checkpoint_kind", "log_dir", "topic", "partition", "offset")) or []
+            recovery = recovery_points([r for r in cp if r.get("checkpoint_kind") == "recovery-point-offset"])
+        swaps = [r["path"] for r in rows if r.get("file_status") == "swap" and r.get("kind") == "segment"
+                 and r.get("next_offset") is None]
+        nxt = {}
+        if swaps:  # tables written before files.next_offset: the swap segments' ends from their batches
+            from pyspark.sql import functions as F
+
+            nxt = {r["file"]: r["n"] for r in self.load("batches").where(F.col("file").isin(swaps)).groupBy("file")
+                   .agg((F.max("last_offset") + 1).alias("n")).collect()}
+        readable, outside = None, None
+        if any(r.get("dir_status") == "remote" for r in rows) and self.remote_metadata:
+            from auditor.model import remote
+
+            readable = remote.readable_segment_ids(self.remote_metadata)
+            epochs = self.small_rows("leader_epochs", ("log_dir", "topic", "partition", "leader_epoch", "start_offset"))
+            outside = remote.outside_lineage(self.remote_metadata,
+                                             *remote.replica_lineages(rows, epochs or [], per_replica=True))
+        return decide(rows, recovery_points=recovery, next_offsets=nxt, readable_remote_segments=readable,
+                      remote_outside_lineage=outside)
+
+    def small_rows(self, name: str, columns: tuple[str, ...]) -> list[dict] | None:
+        """The rows of a small table (the inventory, checkpoints) as dicts, with those
+        of ``columns`` it has; None if the table is missing. Read with pyarrow on the
+        driver: no Spark job (the Delta context reads them through Spark)."""
+        from auditor.engine.tablesource import arrow_dataset
+
+        path = self.tables_dir / name
+        try:
+            d = arrow_dataset(self.tables_dir, name)
+            if d is None:
+                return None
+            return d.to_table(columns=[c for c in columns if c in d.schema.names]).to_pylist()
+        except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) for a bad footer
+            raise RuntimeError(f"{path}: unreadable table: {exc}") from exc
+
+    def load(self, name: str):
+        """The table as stored: a Parquet directory here (read once per audit); the
+        scheduled batch job's context (``auditor.batch.delta_rules``) reads Delta tables instead."""
+        if name not in self._loaded:
+            path = self.tables_dir / name
+            schema = _parquet_schema(path)
+            reader = self.spark.read if schema is None else self.spark.read.schema(schema)
+            self._loaded[name] = reader.parquet(str(path))
+        return self._loaded[name]
+
+    @cached_property
+    def manifest(self) -> dict:
+        """The ingest manifest (``_ingest.json``); {} if there is none (hand-made or Delta tables)."""
+        import json
+
+        m = self.tables_dir / "_ingest.json"
+        return json.loads(m.read_text()) if m.exists() else {}
+
+    @cached_property
+    def table_rows(self) -> dict[str, int]:
+        """Row counts from the ingest manifest (no Spark job); {} if there is none."""
+        return self.manifest.get("tables", {})
+
+    def has_rows(self, name: str) -> bool:
+        if name in self.table_rows:
+            return self.table_rows[name] > 0
+        p = self.tables_dir / name
+        return p.exists() and not self.load(name).limit(1).isEmpty()
+
+    def persist(self, df):
+        """Persist a derived DataFrame for the rest of this audit run (released by :meth:`close`)."""
+        from pyspark import StorageLevel
+
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self._persisted.append(df)
+        if self._building:
+            self._persisted_by.setdefault(self._building[-1], []).append(df)
+        df = cached_leaf(df)
+        # a cached scan reports no partitioning of its own: say again that it is one partition
+        return df.coalesce(1) if self.single_partition else df
+
+    def release(self, name: str) -> None:
+        """Unpersist what view ``name`` persisted (its last consumer has run)."""
+        dfs = self._persisted_by.pop(name, [])
+        for df in dfs:
+            df.unpersist()
+            self._persisted.remove(df)
+        if dfs:
+            self.released.append(name)
+
+    def close(self) -> None:
+        for df in self._persisted:
+            df.unpersist()
+        self._persisted.clear()
+        self._persisted_by.clear()
+
+    # -- tiered storage: the remote segments, read for the live log
+    @cached_property
+    def remote_metadata(self) -> list[dict]:
+        """The ``remote_log_segments`` rows (``__remote_log_metadata``: small, one per segment event),
+        cluster-keyed like every table; [] when the input has none."""
+        from auditor.model.clusters import cluster_key
+
+        cols = ("cluster_id", "log_dir", "partition", "offset", "api_key", "topic", "topic_id", "log_partition",
+                "segment_id", "start_offset", "end_offset", "max_timestamp_ms", "event_timestamp_ms",
+                "segment_size_in_bytes", "state", "state_id", "segment_leader_epochs")
+        rows = self.small_rows("remote_log_segments", cols) or []
+        for r in rows:
+            r["cluster_id"] = cluster_key(r.get("cluster_id"), r.get("log_dir"))
+        return [r for r in rows if r.get("segment_id") is not None or r.get("api_key") == 2]
+
+    def small_df(self, rows, schema: str):
+        """A small DataFrame of driver-side rows (the views of the input's coverage)."""
+        return self.spark.createDataFrame(rows, schema)
+
+
+
+def _parquet_schema(path: Path):
+    """The Spark schema of a table directory, from one part file's footer read on
+    the driver: every part of a table has the writer's schema, and Spark would
+    otherwise run a job to infer it at every read. None if no part file is readable
+    (Spark then infers it, or reports the directory)."""
+    try:
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        part = next(p for p in sorted(path.iterdir()) if p.suffix == ".parquet" and not p.name.startswith(("_", ".")))
+        return from_arrow_schema(pq.read_schema(part))
+    except (OSError, StopIteration, ValueError, TypeError):
+        return None
+

@@ -1,0 +1,69 @@
+"""The performance machinery, in one place: what each piece buys, how it is measured, what breaks it.
+
+None of it changes a result: each piece saves time on a path the tool takes anyway, and each
+can be switched off for a run with ``TXN_AUDIT_DISABLE=piece,piece`` (``all`` for every one),
+which is how ``bench/perf_machinery.py`` measures what it buys today (figures in
+bench/README.md, "Performance machinery"). A piece that stops paying is removed, not kept.
+
+==================  =====================================================  ==========================================
+piece (switch)      what it does, what it buys                             what breaks it on an upgrade
+==================  =====================================================  ==========================================
+``jvmcache``        :mod:`.jvmcache`: a class-data sharing archive of the  a new JDK or PySpark: the archive's
+                    driver JVM's ~15,000 classes, mapped at start-up       fingerprint changes and none is found
+                    (trained once by ``make setup``)                       until ``make setup`` trains it again;
+                                                                           HotSpot drops an archive it cannot use
+``py4jcache``       :mod:`.py4jcache`: the driver's Py4J look-ups          Py4J's ``JVMView``/``JavaClass``/
+                    (``jvm.org.apache...``) answered once, not per call    ``JavaPackage`` classes renamed or made
+                                                                           slotted (then nothing is cached)
+``deferred_         :func:`.py4jcache.deferred_releases`: the JVM objects  Py4J's ``JavaClient.finalizer_deque``
+releases``          Python drops while the rules build their queries are   renamed (then nothing is deferred)
+                    released after the audit, not one round trip each
+``excluded_rules``  :mod:`.tuning`: 11 optimizer rules left out on a       a rule renamed or moved: Spark logs and
+                    small dump's audit (they only pay on large data)       skips it (tests/test_small_input.py
+                                                                           checks every name against the optimizer)
+``call_site``       :func:`.tuning.call_site`: the RDD call site given as  Spark's ``callSite.short``/``long``
+                    a local property, so Spark does not walk the JVM       property names
+                    stack for it per operator
+``c1``,             :mod:`.tuning`: a small input's driver JVM compiles    HotSpot's flag; Spark's
+``explain_simple``  with C1 only; its plans are rendered "simple" for the  ``spark.sql.ui.explainMode``
+                    (absent) UI
+``df_debugging``    :data:`.tuning.DF_DEBUGGING_OFF`: PySpark's DataFrame  the setting's name (PySpark 4.0)
+                    debugging (a call site sent per DataFrame call) off
+``cached_leaf``     :mod:`.cached_leaf`: a persisted view reaches the      Spark-classic internals (``CacheManager.
+                    rules as its cache entry alone, so Catalyst does not   lookupCachedData``, ``classic.Dataset.
+                    re-analyse the views beneath at every operation        ofRows``): under Spark Connect or after a
+                                                                           rename it returns the view as it is
+``no_pandas``       :mod:`.no_pandas`: pyarrow's one look for pandas, in   pyarrow asking for pandas elsewhere (then
+                    a decode worker, finds none (no 0.2-0.7 CPU-s import)  pandas is imported as before)
+``preload``         :mod:`.preload`: PySpark's Py4J converter imports      PySpark's ``NumpyArrayConverter`` no
+                    (pandas, numpy) done while the JVM starts              longer importing ``pyspark.testing``
+``freed_memory``    :mod:`.memory`: ``dump`` keeps the big buffers it      glibc's ``mallopt`` parameters (a no-op
+                    frees (glibc), fewer page faults                       elsewhere)
+==================  =====================================================  ==========================================
+
+``bench/perf_machinery.py`` measures them (a cold ``scan`` of one capture per run, or audits in
+one warm session; each piece off in turn, alternating runs, CPU seconds of the process and its JVM).
+Last measured 2026-11-26 at load 25-36 on 2 cores (bench/README.md, "perf_machinery.py"), CPU-s a
+cold scan of a 24 CPU-s capture saves: jvmcache 6.7, cached_leaf 3.9 (3.4 per warm audit),
+py4jcache 3.6, call_site 2.7, no_pandas 0.3; deferred_releases and excluded_rules nothing
+measurable (candidates for removal once an idle machine confirms it).
+
+This module imports nothing: the decode's Python workers and ``dump`` read it too.
+"""
+
+from __future__ import annotations
+
+import os
+
+DISABLE_ENV = "TXN_AUDIT_DISABLE"
+PIECES = ("jvmcache", "py4jcache", "deferred_releases", "excluded_rules", "call_site", "c1", "explain_simple",
+          "df_debugging", "cached_leaf", "no_pandas", "preload", "freed_memory")
+
+
+def enabled(piece: str) -> bool:
+    """Is ``piece`` on for this process (not named in ``$TXN_AUDIT_DISABLE``, nor ``all``)?"""
+    off = os.environ.get(DISABLE_ENV, "")
+    if not off:
+        return True
+    names = {n.strip() for n in off.split(",")}
+    return piece not in names and "all" not in names

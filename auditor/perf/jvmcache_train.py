@@ -1,0 +1,32 @@
+"""The training run of the class-data sharing archive (:mod:`auditor.perf.jvmcache`).
+
+Apart from :mod:`auditor.perf.jvmcache` because it needs the session, the ingest job and the
+audit runner, and the session needs the archive's options: kept in one module, the two
+would import each other.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+
+from auditor.perf.jvmcache import QUIET
+
+
+def train(target: str, inputs: list[str]) -> None:
+    """The child of :func:`auditor.perf.jvmcache.build`: what ``txn-audit scan`` runs, in a session whose driver
+    JVM archives its classes at exit (when this process ends)."""
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
+    from auditor.spark.session import get_spark
+
+    spark = get_spark(conf={"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={target} {QUIET}"},
+                      delta=False)
+    with tempfile.TemporaryDirectory(prefix="txn-audit-cds-") as tmp:
+        ingest(spark, inputs, f"{tmp}/tables")
+        audit(spark, f"{tmp}/tables", report=True, out=f"{tmp}/findings")
+    spark.stop()
+
+
+if __name__ == "__main__":  # python -m auditor.perf.jvmcache_train TARGET CAPTURE_DIR...
+    train(sys.argv[1], sys.argv[2:])
