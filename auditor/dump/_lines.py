@@ -21,10 +21,25 @@ TS_TOKENS = [token(n) for n in TS_TYPE_NAMES]
 MARKER_TOKENS = [token(CONTROL_TYPES[t]) for t in range(len(CONTROL_TYPES))]
 TYPE = token("batch")
 END = b"}\n"
-# a record line (``dump --records`` of a data topic): _run.record_object's keys, in its order
+# a record line (``dump --records`` of a data topic): record_object's keys, in its order
 RECORD_KEYS = ["type", "offset", "timestamp", "sequence", "key_size", "value_size", "header_keys", "batch_base_offset"]
 RKEYS = {k: key_literal(i == 0, k) for i, k in enumerate(RECORD_KEYS)}
 RECORD_TYPE = token("record")
+
+
+def record_object(h, rec) -> dict:
+    """One record of a data topic's batch ``h``: what Kafka's DumpLogSegments prints of it with
+    ``--deep-iteration`` (offset, timestamp, sizes, sequence, header keys), payloads left out."""
+    return {
+        "type": "record",
+        "offset": rec.offset,
+        "timestamp": rec.timestamp,
+        "sequence": rec.sequence,
+        "key_size": -1 if rec.key is None else len(rec.key),
+        "value_size": -1 if rec.value is None else len(rec.value),
+        "header_keys": [k for k, _ in rec.headers],
+        "batch_base_offset": h.base_offset,
+    }
 
 
 def tail(task: dict) -> bytes:

@@ -107,7 +107,6 @@ def one_batch(f, size: int, pos: int) -> bytes:
     if it does)."""
     import json
 
-    from auditor.dump._run import record_object
     from auditor.errors import DecodeError
     from auditor.formats.batch import BatchHeader, iter_segment, read_payload
     from auditor.formats.records import iter_records
@@ -118,7 +117,7 @@ def one_batch(f, size: int, pos: int) -> bytes:
     lines = []
     try:
         for rec in iter_records(h, read_payload(f, h)):
-            lines.append(json.dumps(record_object(h, rec)) + "\n")
+            lines.append(json.dumps(dl.record_object(h, rec)) + "\n")
     except DecodeError:
         pass
     return "".join(lines).encode()

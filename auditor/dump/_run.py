@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Iterator
 
-from auditor.dump._lines import MARKER_FIELDS, TABLE_FIELDS
+from auditor.dump._lines import MARKER_FIELDS, TABLE_FIELDS, record_object
 from auditor.dump._overlap import BackgroundWriter
 
 # the internal topics whose records have tables of their own (auditor.ingest.tables: each TableSpec's
@@ -28,23 +28,8 @@ _INTERNAL = ("__transaction_state", "__consumer_offsets", "__cluster_metadata", 
 _TABLE_COLUMNS = {key: name for name, key in TABLE_FIELDS + MARKER_FIELDS}
 
 
-def record_object(h, rec) -> dict:
-    """One record of a data topic's batch ``h``: what Kafka's DumpLogSegments prints of it with
-    ``--deep-iteration`` (offset, timestamp, sizes, sequence, header keys), payloads left out."""
-    return {
-        "type": "record",
-        "offset": rec.offset,
-        "timestamp": rec.timestamp,
-        "sequence": rec.sequence,
-        "key_size": -1 if rec.key is None else len(rec.key),
-        "value_size": -1 if rec.value is None else len(rec.value),
-        "header_keys": [k for k, _ in rec.headers],
-        "batch_base_offset": h.base_offset,
-    }
-
-
 def _records(task: dict) -> Iterator[dict]:
-    """Generic per-record objects (:func:`record_object`)."""
+    """Generic per-record objects (:func:`auditor.dump._lines.record_object`)."""
     from auditor.ingest import segments
     from auditor.ingest.storage import open_regular
 
