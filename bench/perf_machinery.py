@@ -117,7 +117,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-WARM_PIECES = ("cached_leaf", "deferred_releases", "excluded_rules", "call_site")  # read at each audit
+WARM_PIECES = ("cached_leaf", "call_site")  # read at each audit
 
 
 def warm(a) -> None:
@@ -144,7 +144,6 @@ def warm_child(tables: str, rounds: int, pieces: list[str]) -> None:
     process and its driver JVM (/proc). The first two audits warm the JVM up and are not counted."""
     from auditor.engine.runner import audit
     from auditor.spark.session import get_spark
-    from auditor.perf.py4jcache import deferred_releases
 
     spark = get_spark(small_input=True, delta=False)
     jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
@@ -160,8 +159,7 @@ def warm_child(tables: str, rounds: int, pieces: list[str]) -> None:
         else:
             os.environ[DISABLE_ENV] = config
         c0, t0 = cpu(), time.monotonic()
-        with deferred_releases(spark.sparkContext):  # as `scan` and `audit` run it
-            audit(spark, tables, report=True)
+        audit(spark, tables, report=True)
         return time.monotonic() - t0, cpu() - c0
 
     one("on"), one("on")

@@ -64,10 +64,7 @@ def child(dirs: list[str]) -> dict:
                 sc.setJobGroup("report", "report")
 
         sc.setJobGroup("audit", "audit")
-        from auditor.perf.py4jcache import deferred_releases
-
-        with deferred_releases(sc):  # as `scan` runs it
-            res = audit(spark, f"{tmp}/tables", report=True, progress=progress)
+        res = audit(spark, f"{tmp}/tables", report=True, progress=progress)
         t0 = time.monotonic()
         from auditor.report import from_audit
         from auditor.report.render_json import render_json

@@ -69,36 +69,3 @@ def test_install_is_idempotent(spark):
     py4jcache.install(sc)
     py4jcache.install(sc)
     assert type(sc._jvm) is py4jcache._View
-
-
-def _alive(client, target_id: str) -> bool:
-    """Does the JVM still hold the object Python knew as ``target_id``?"""
-    from py4j.java_gateway import JavaObject
-
-    try:
-        JavaObject(target_id, client).size()
-        return True
-    except Py4JError:
-        return False
-
-
-def test_objects_dropped_in_a_deferred_block_are_released_after_it(spark):
-    import gc
-    import time
-
-    sc = spark.sparkContext
-    client = sc._gateway._gateway_client
-    real = client.finalizer_deque
-    with py4jcache.deferred_releases(sc):
-        assert client.finalizer_deque is not real
-        obj = sc._jvm.java.util.ArrayList()
-        target = obj._target_id
-        del obj
-        gc.collect()
-        time.sleep(1.5)  # the finalizer thread polls its queue every second: it would have sent it
-        assert _alive(client, target)  # held back: no release during the block
-    assert client.finalizer_deque is real
-    deadline = time.monotonic() + 30
-    while _alive(client, target) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _alive(client, target)  # released once the block ended

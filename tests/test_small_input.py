@@ -19,7 +19,7 @@ from auditor.engine.collect import Pipeline
 from auditor.ingest.plan import make_plan
 from auditor.ingest.spark_job import SMALL_INPUT_BYTES, input_bytes
 from auditor.perf import tuning
-from auditor.perf.tuning import SMALL_INPUT_CONF, SMALL_INPUT_JAVA_OPTIONS
+from auditor.perf.tuning import SMALL_INPUT_JAVA_OPTIONS
 from conftest import PROJECT, SAMPLE_LOGS
 
 _CHILD = ("import json, sys\n"
@@ -44,9 +44,9 @@ def test_a_small_input_driver_jvm_compiles_with_c1_only_and_a_large_one_keeps_c2
     small_driver, large_driver = _driver("small"), _driver("large")
     small, large = small_driver["args"], large_driver["args"]
     assert SMALL_INPUT_JAVA_OPTIONS in small
-    # a small input's executions render their plans for the (absent) UI in one tree, a large one's as Spark does
-    assert small_driver["explain"] == SMALL_INPUT_CONF["spark.sql.ui.explainMode"] == "simple"
-    assert large_driver["explain"].lower() == "formatted"
+    # both render their plans as Spark does (a "simple" rendering for small inputs bought nothing
+    # measurable: bench/README.md, "Performance machinery", dropped pieces)
+    assert small_driver["explain"].lower() == large_driver["explain"].lower() == "formatted"
     assert not any(a.startswith("-XX:TieredStopAtLevel") for a in large)
     # the class-data sharing archive (when built) is mapped either way: the flags only add to it
     assert [a for a in small if a.startswith("-XX:SharedArchiveFile")] == \
@@ -130,24 +130,6 @@ def test_a_persisted_view_reaches_the_rules_as_its_cache_entry_alone(spark, tmp_
         ctx.close()
     # released with the view: nothing left in Spark's cache by this context
     assert spark._jsparkSession.sharedState().cacheManager().lookupCachedData(view._jdf).isEmpty()
-
-
-@pytest.mark.spark
-def test_every_optimizer_rule_the_small_path_leaves_out_is_one_spark_knows_and_lets_go(spark):
-    """A misspelt or non-excludable rule in ``spark.sql.optimizer.excludedRules`` is skipped
-    with a log line: the setting would silently do less than it says."""
-    names = tuning.SMALL_SQL_CONF["spark.sql.optimizer.excludedRules"].split(",")
-    assert len(names) == len(set(names)) > 0
-    optimizer = spark._jsparkSession.sessionState().optimizer()
-    known: set[str] = set()
-    batches = optimizer.defaultBatches()  # every rule of every batch of this session's optimizer
-    for i in range(batches.size()):
-        rules = batches.apply(i).rules()
-        for j in range(rules.size()):
-            known.add(rules.apply(j).ruleName())
-    fixed = {optimizer.nonExcludableRules().apply(i) for i in range(optimizer.nonExcludableRules().size())}
-    assert set(names) <= known, sorted(set(names) - known)
-    assert not set(names) & fixed
 
 
 @pytest.mark.spark

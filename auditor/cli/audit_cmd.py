@@ -103,13 +103,10 @@ def _start_decode(plan, master):
 
 def _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, progress):
     from auditor.engine.runner import audit
-    from auditor.perf.py4jcache import deferred_releases
 
     try:
-        # the JVM objects the rules' query building drops are released after the audit, not during it
-        with deferred_releases(spark.sparkContext):
-            return audit(spark, tables, options=_options(as_of, max_timeout_ms), only=list(rules), out=findings_out,
-                         progress=progress, report=True)
+        return audit(spark, tables, options=_options(as_of, max_timeout_ms), only=list(rules), out=findings_out,
+                     progress=progress, report=True)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 

@@ -15,18 +15,11 @@ piece (switch)      what it does, what it buys                             what 
 ``py4jcache``       :mod:`.py4jcache`: the driver's Py4J look-ups          Py4J's ``JVMView``/``JavaClass``/
                     (``jvm.org.apache...``) answered once, not per call    ``JavaPackage`` classes renamed or made
                                                                            slotted (then nothing is cached)
-``deferred_         :func:`.py4jcache.deferred_releases`: the JVM objects  Py4J's ``JavaClient.finalizer_deque``
-releases``          Python drops while the rules build their queries are   renamed (then nothing is deferred)
-                    released after the audit, not one round trip each
-``excluded_rules``  :mod:`.tuning`: 11 optimizer rules left out on a       a rule renamed or moved: Spark logs and
-                    small dump's audit (they only pay on large data)       skips it (tests/test_small_input.py
-                                                                           checks every name against the optimizer)
 ``call_site``       :func:`.tuning.call_site`: the RDD call site given as  Spark's ``callSite.short``/``long``
                     a local property, so Spark does not walk the JVM       property names
                     stack for it per operator
-``c1``,             :mod:`.tuning`: a small input's driver JVM compiles    HotSpot's flag; Spark's
-``explain_simple``  with C1 only; its plans are rendered "simple" for the  ``spark.sql.ui.explainMode``
-                    (absent) UI
+``c1``              :mod:`.tuning`: a small input's driver JVM compiles    HotSpot's flag
+                    with C1 only
 ``df_debugging``    :data:`.tuning.DF_DEBUGGING_OFF`: PySpark's DataFrame  the setting's name (PySpark 4.0)
                     debugging (a call site sent per DataFrame call) off
 ``cached_leaf``     :mod:`.cached_leaf`: a persisted view reaches the      Spark-classic internals (``CacheManager.
@@ -43,10 +36,14 @@ releases``          Python drops while the rules build their queries are   renam
 
 ``bench/perf_machinery.py`` measures them (a cold ``scan`` of one capture per run, or audits in
 one warm session; each piece off in turn, alternating runs, CPU seconds of the process and its JVM).
-Last measured 2026-11-26 at load 25-36 on 2 cores (bench/README.md, "perf_machinery.py"), CPU-s a
-cold scan of a 24 CPU-s capture saves: jvmcache 6.7, cached_leaf 3.9 (3.4 per warm audit),
-py4jcache 3.6, call_site 2.7, no_pandas 0.3; deferred_releases and excluded_rules nothing
-measurable (candidates for removal once an idle machine confirms it).
+Last measured 2026-11-26 (bench/README.md, "perf_machinery.py"), CPU-s a cold scan of a
+20-24 CPU-s capture saves: c1 10.3 (load 5-7), jvmcache 6.7, cached_leaf 3.9 (3.4 per warm
+audit), py4jcache 3.6, call_site 2.7, no_pandas 0.3 (load 25-36).
+
+Dropped because they no longer paid (load 5-7, 4 cold scans and 8 warm audits each, CPU-s
+saved): Py4J releases deferred to the audit's end (-0.41 cold, +0.01 warm), 11 optimizer rules
+left out of a small audit (-0.35 cold, -0.06 warm), the "simple" plan rendering of a small
+input (-0.47 cold).
 
 This module imports nothing: the decode's Python workers and ``dump`` read it too.
 """
@@ -56,8 +53,8 @@ from __future__ import annotations
 import os
 
 DISABLE_ENV = "TXN_AUDIT_DISABLE"
-PIECES = ("jvmcache", "py4jcache", "deferred_releases", "excluded_rules", "call_site", "c1", "explain_simple",
-          "df_debugging", "cached_leaf", "no_pandas", "preload", "freed_memory")
+PIECES = ("jvmcache", "py4jcache", "call_site", "c1", "df_debugging", "cached_leaf", "no_pandas", "preload",
+          "freed_memory")
 
 
 def enabled(piece: str) -> bool:

@@ -1,5 +1,5 @@
 """Names the driver looks up in the JVM, looked up once per session instead of once per use
-(switches ``py4jcache`` and ``deferred_releases``, :mod:`auditor.perf`).
+(switch ``py4jcache``, :mod:`auditor.perf`).
 
 Why: building the rules' queries is thousands of Py4J calls, and about 40% of
 them are not calls at all but look-ups. Every ``F.col("x")`` -- and every
@@ -24,9 +24,6 @@ over.
 
 from __future__ import annotations
 
-from collections import deque
-from contextlib import contextmanager
-from typing import Iterator
 
 from py4j.java_gateway import JavaClass, JavaMember, JavaPackage, JVMView
 
@@ -64,35 +61,3 @@ def install(sc) -> None:
     view = getattr(sc, "_jvm", None)
     if type(view) is JVMView and enabled("py4jcache"):
         view.__class__ = _View
-
-
-@contextmanager
-def deferred_releases(sc) -> Iterator[None]:
-    """The JVM objects the driver drops during the block are released after it, not one by one.
-
-    Why: every JVM object Python holds (each DataFrame, Column and list PySpark makes while the
-    rules build their queries) is released when Python drops it: PySpark's gateway (a Py4J
-    ``ClientServer``) queues the release and its finalizer thread sends one ``memory delete``
-    command per object. One capture's audit dropped ~7,400 of them, each a round trip to a Py4J
-    thread of the JVM, made while the main thread builds queries on the same two cores and
-    contends with the finalizer thread for the GIL. Held back until the block ends, they are
-    sent after the findings are in (the finalizer thread works through them in the background).
-    The JVM keeps the objects that long: what one audit's query building made.
-
-    How: the gateway client's queue (``JavaClient.finalizer_deque``, read at each release) is
-    swapped for a private one during the block, and what it gathered is handed to the real one
-    after. Nothing changes for a gateway without that queue (another Py4J version or mode).
-    """
-    client = getattr(getattr(sc, "_gateway", None), "_gateway_client", None)
-    real = getattr(client, "finalizer_deque", None)
-    if not isinstance(real, deque) or not enabled("deferred_releases"):
-        yield
-        return
-    held: deque = deque()
-    client.finalizer_deque = held
-    try:
-        yield
-    finally:
-        client.finalizer_deque = real
-        while held:
-            real.appendleft(held.pop())  # oldest first, as they would have gone

@@ -11,12 +11,11 @@ with the tables read as one partition and each rule's query collected by a
 (:mod:`auditor.engine.runner`); larger ones keep Spark's settings and run rule by rule.
 
 The driver JVM's own settings for a small input are here too (:data:`SMALL_INPUT_JAVA_OPTIONS`,
-:data:`SMALL_INPUT_CONF`, chosen by ``scan``, ``ingest`` and ``audit`` before Spark starts,
+chosen by ``scan``, ``ingest`` and ``audit`` before Spark starts,
 applied by :func:`auditor.spark.session.get_spark`), and so is the one setting every session
 gets (:data:`SESSION_CONF`). What else a small input changes lives where it is decided: the
 decode's collection to the driver (``auditor.ingest.spark_job.SMALL_INPUT_BYTES``).
-Switches (``TXN_AUDIT_DISABLE``, :mod:`auditor.perf`): ``excluded_rules``, ``call_site``,
-``c1``, ``explain_simple``, ``df_debugging``.
+Switches (``TXN_AUDIT_DISABLE``, :mod:`auditor.perf`): ``call_site``, ``c1``, ``df_debugging``.
 """
 
 from __future__ import annotations
@@ -36,22 +35,11 @@ DF_DEBUGGING_OFF = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
 # 22 of the driver JVM's 41 CPU-s). C1 alone compiles quickly into code that is good enough for
 # that; a large input keeps C2, whose code the long scans and sorts need.
 SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
-# Spark 4.0 renders every SQL execution's plan for its UI, UI or not (SQLExecution.withNewExecutionId0
-# calls QueryExecution.explainString with spark.sql.ui.explainMode), in the "formatted" mode by
-# default: a second walk of the plan numbering operators and listing each one's details. A small
-# input's scan runs ~15 executions of large plans and has no UI: the one-tree "simple" rendering is
-# enough for the event log (3-5% of the driver's samples in a JFR profile of a capture's audit).
-SMALL_INPUT_CONF = {"spark.sql.ui.explainMode": "simple"}
 
 
 def session_conf() -> dict[str, str]:
     """What every session of the tool is given (embedded or under ``spark-submit``)."""
     return dict(DF_DEBUGGING_OFF) if enabled("df_debugging") else {}
-
-
-def small_input_conf() -> dict[str, str]:
-    """A small input's embedded session settings (:data:`SMALL_INPUT_CONF`)."""
-    return dict(SMALL_INPUT_CONF) if enabled("explain_simple") else {}
 
 
 def small_input_java_options() -> str:
@@ -77,21 +65,6 @@ SMALL_SQL_CONF: dict[str, str] = {
     # Constraint propagation is documented as costly on some plans: here it is most of the time of
     # PruneFilters, InferFiltersFromConstraints and EliminateOuterJoin, which prune nothing on rows this few
     "spark.sql.constraintPropagation.enabled": "false",
-    "spark.sql.optimizer.excludedRules": ",".join(f"org.apache.spark.sql.{r}" for r in (
-        # optimizer rules that only pay on large data (pruning, runtime filters, subquery merging);
-        # each is a rewrite that keeps results the same, so leaving it out changes nothing but the plan
-        "catalyst.optimizer.InferFiltersFromConstraints",
-        "catalyst.optimizer.PruneFilters",
-        "catalyst.optimizer.RemoveRedundantAliases",
-        "catalyst.optimizer.EliminateOuterJoin",
-        "catalyst.optimizer.InjectRuntimeFilter",
-        "catalyst.optimizer.MergeScalarSubqueries",
-        "catalyst.optimizer.OptimizeOneRowRelationSubquery",
-        "catalyst.optimizer.OptimizeCsvJsonExprs",
-        "catalyst.optimizer.ConstantPropagation",
-        "execution.datasources.SchemaPruning",
-        "execution.dynamicpruning.PartitionPruning",
-    )),
 }
 
 # What Spark records as the "call site" of every RDD a query plans: given as local properties, Spark
@@ -101,11 +74,8 @@ CALL_SITE_SHORT, CALL_SITE_LONG = "callSite.short", "callSite.long"
 
 
 def small_sql_conf() -> dict[str, str]:
-    """The SQL settings of a small dump's audit: :data:`SMALL_SQL_CONF` (without the excluded
-    optimizer rules when the ``excluded_rules`` switch is off)."""
-    if enabled("excluded_rules"):
-        return dict(SMALL_SQL_CONF)
-    return {k: v for k, v in SMALL_SQL_CONF.items() if k != "spark.sql.optimizer.excludedRules"}
+    """The SQL settings of a small dump's audit (:data:`SMALL_SQL_CONF`)."""
+    return dict(SMALL_SQL_CONF)
 
 
 @contextmanager

@@ -33,7 +33,7 @@ from typing import Mapping
 
 from auditor.perf.jvmcache import driver_java_options
 from auditor.perf.preload import start as preload_start
-from auditor.perf.tuning import session_conf, small_input_conf, small_input_java_options
+from auditor.perf.tuning import session_conf, small_input_java_options
 
 DELTA_VERSION = "4.0.1"  # keep in sync with delta-spark in pyproject.toml and scripts/delta/fetch.sh
 DELTA_JARS_ENV = "TXN_AUDIT_DELTA_JARS"
@@ -238,8 +238,6 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
     if resolved.startswith("local"):
         # one shuffle partition per core: per-task overhead dominates on a single host
         settings["spark.sql.shuffle.partitions"] = str(os.cpu_count() or 2)
-    if small_input and resolved.startswith("local"):
-        settings.update(small_input_conf())
     settings.update(conf or {})
     jars = delta_jars() if delta else []
     if jars:
