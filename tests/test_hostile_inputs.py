@@ -332,7 +332,7 @@ import shlex  # noqa: E402
 
 from click.testing import CliRunner  # noqa: E402
 
-from auditor.cli.console import safe  # noqa: E402
+from auditor.report.console import safe  # noqa: E402
 from auditor.cli.main import cli  # noqa: E402
 
 EVIL_TOPIC = "tr\x1b]0;title\x07an\x1b[2Jsfers"  # retitles the terminal, then clears it

@@ -181,6 +181,16 @@ def test_no_cycle_through_function_level_imports_either():
     assert cycles({m: g["module"][m] | g["function"][m] for m in g["module"]}) == []
 
 
+def test_only_the_cli_imports_the_cli():
+    """Data flows one way (files -> tables -> findings -> reports), the commands on top: no
+    decoder, engine, report or dump module reaches up into ``auditor.cli`` (the shared rich
+    consoles are the report layer's, ``auditor.report.console``)."""
+    g = import_graph()
+    up = {m: sorted(d for d in g["module"][m] | g["function"][m] if d == "auditor.cli" or d.startswith("auditor.cli."))
+          for m in g["module"] if not (m == "auditor.cli" or m.startswith("auditor.cli."))}
+    assert {m: d for m, d in up.items() if d} == {}
+
+
 def main() -> int:
     g = import_graph()
     both = {m: g["module"][m] | g["function"][m] for m in g["module"]}

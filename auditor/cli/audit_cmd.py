@@ -23,7 +23,7 @@ import click
 from rich.markdown import Markdown
 from rich.table import Table
 
-from auditor.cli.console import err, safe, wide
+from auditor.report.console import err, safe, wide
 from auditor.cli.ingest_cmd import check_inputs, input_uris, remote_store_option, verbose_option
 from auditor.cli.progress import StageProgress
 from auditor.cli.report_cmd import InputError, emit_report, exit_with, make_filters, report_options

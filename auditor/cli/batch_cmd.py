@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from auditor.cli.console import err, safe
+from auditor.report.console import err, safe
 from auditor.cli.ingest_cmd import EXPECTED_INPUT, BadInput, verbose_option
 from auditor.engine.rule import SEVERITIES
 

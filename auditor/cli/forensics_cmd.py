@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator
 import click
 from rich.text import Text
 
-from auditor.cli.console import err, out, safe, wide
+from auditor.report.console import err, out, safe, wide
 
 
 class _BoundParam(click.ParamType):

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from auditor.cli.console import err, out, safe
+from auditor.report.console import err, out, safe
 
 
 EXPECTED_INPUT = ("expected a broker log dir, a directory holding several, a partition dir (topic-N) or a Kafka "

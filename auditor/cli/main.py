@@ -125,7 +125,7 @@ def _build_cli():
             try:
                 return super().invoke(ctx)
             except OutputError as exc:  # an output directory that cannot be written: one line, status 2
-                from auditor.cli.console import safe
+                from auditor.report.console import safe
 
                 _log_hint()
                 raise _OutputFailure(safe(str(exc), markup=False)) from None

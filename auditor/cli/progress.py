@@ -17,7 +17,7 @@ from typing import Callable
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from auditor.cli.console import safe
+from auditor.report.console import safe
 
 
 def human_bytes(n: int) -> str:

@@ -18,7 +18,7 @@ import sys
 
 import click
 
-from auditor.cli.console import err, out, safe, wide
+from auditor.report.console import err, out, safe, wide
 from auditor.engine.rule import SEVERITIES
 from auditor.report import FORMATS, Filters, FindingsDirError, Report, load_report, render
 from auditor.report.model import fails, parse_duration, parse_time

@@ -164,7 +164,7 @@ def _descriptor(out) -> "int | None":
 
 
 def _problem(obj: dict, note: bool = False) -> None:
-    from auditor.cli.console import err, safe
+    from auditor.report.console import err, safe
 
     colour = "dim" if note else "red"
     err.print(f"[{colour}]{safe(obj['kind'])}[/{colour}] {safe(obj['file'])} at byte {obj['position']}: {safe(obj['message'])}")
@@ -195,7 +195,7 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
     bad = False
     table = None
     if fmt == "table":
-        from auditor.cli.console import safe, wide
+        from auditor.report.console import safe, wide
 
         table = wide()
     sys.stdout.flush()
@@ -208,7 +208,7 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
             if task is None:
                 bad = True
                 out.flush()
-                from auditor.cli.console import err, safe
+                from auditor.report.console import err, safe
 
                 err.print(f"[yellow]skipped[/yellow] {safe(fi.path)}: {safe(fi.note or 'not a Kafka file this tool decodes')}")
                 continue

@@ -203,9 +203,9 @@ def order_findings(findings: Iterable[dict]) -> list[dict]:
 
 def one_line(text: object) -> str:
     """Text on one line: control characters (newlines, escapes) shown escaped (``\\n``,
-    ``\\x1b``: :func:`auditor.cli.console.safe`), so a value from the dump cannot end a
+    ``\\x1b``: :func:`auditor.report.console.safe`), so a value from the dump cannot end a
     comment line, forge the next line of a report or drive the terminal it is printed on."""
-    from auditor.cli.console import safe
+    from auditor.report.console import safe
 
     return "" if text is None else safe(text, markup=False)
 

@@ -377,7 +377,7 @@ def report_lines(report: Report, width: int) -> list[tuple[str, str, bool, str |
 
 
 def print_table_report(report: Report, console: Console) -> None:
-    """Print the report on ``console`` (results go to stdout; see auditor.cli.console)."""
+    """Print the report on ``console`` (results go to stdout; see auditor.report.console)."""
     width = console.width
     for style, text, _cmd, sev in report_lines(report, width):
         if style == "findings":
