@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from auditor.cli.audit_cmd import _small_tables
+from auditor.cli.audit_cmd import _c1_tables
 from auditor.engine.collect import Pipeline
 from auditor.ingest.plan import make_plan
 from auditor.ingest.spark_job import SMALL_INPUT_BYTES, input_bytes
@@ -48,6 +48,8 @@ def test_a_small_input_driver_jvm_compiles_with_c1_only_and_a_large_one_keeps_c2
     # measurable: bench/README.md, "Performance machinery", dropped pieces)
     assert small_driver["explain"].lower() == large_driver["explain"].lower() == "formatted"
     assert not any(a.startswith("-XX:TieredStopAtLevel") for a in large)
+    # every embedded driver: the throughput collector, once
+    assert small.count(tuning.LOCAL_JAVA_OPTIONS) == large.count(tuning.LOCAL_JAVA_OPTIONS) == 1
     # the class-data sharing archive (when built) is mapped either way: the flags only add to it
     assert [a for a in small if a.startswith("-XX:SharedArchiveFile")] == \
         [a for a in large if a.startswith("-XX:SharedArchiveFile")]
@@ -66,15 +68,18 @@ def test_scan_sizes_its_input_before_spark_starts(tmp_path):
 
 @pytest.mark.parametrize("manifest, small", [
     ({"tables": {"batches": 79}}, True),
-    ({"tables": {"batches": tuning.SMALL_AUDIT_BATCHES + 1}}, False),
+    # past the small path, C1 still pays up to C1_AUDIT_BATCHES (bench/README.md, "audit.py")
+    ({"tables": {"batches": tuning.SMALL_AUDIT_BATCHES + 1}}, True),
+    ({"tables": {"batches": tuning.C1_AUDIT_BATCHES}}, True),
+    ({"tables": {"batches": tuning.C1_AUDIT_BATCHES + 1}}, False),
     ({"tables": {}}, False),
     ("not json", False),
     (None, False),
 ])
-def test_audit_sizes_the_dump_from_its_manifest(tmp_path, manifest, small):
+def test_audit_chooses_its_compiler_from_the_manifest(tmp_path, manifest, small):
     if manifest is not None:
         (tmp_path / "_ingest.json").write_text(manifest if isinstance(manifest, str) else json.dumps(manifest))
-    assert _small_tables(str(tmp_path)) is small
+    assert _c1_tables(str(tmp_path)) is small
 
 
 @pytest.mark.spark

@@ -72,7 +72,7 @@ class DeltaAuditContext(AuditContext):
     def table_rows(self) -> dict[str, int]:
         """Rows of the tables counted so far (each counted once, when a rule first asks), and
         always of ``batches``: the audit asks for them first, to choose between the small-input
-        path and rule by rule (:func:`auditor.perf.tuning.small_audit`), as it does for
+        settings and Spark's own (:func:`auditor.perf.tuning.small_audit`), as it does for
         ``ingest``'s tables from their manifest. Without that count every warehouse was audited
         rule by rule with a large input's settings: 58 Spark jobs for two rules over the six
         files of tests/test_batch_job.py, 15 now (bench/README.md, "Batch job")."""

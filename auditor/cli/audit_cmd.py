@@ -79,15 +79,16 @@ def _spark(master, confs, small_input: bool = False):
     return get_spark(master, conf, delta=False, small_input=small_input)  # Parquet tables only
 
 
-def _small_tables(tables: str) -> bool:
-    """Is the ingested dump small enough for the small-input settings (auditor.perf.tuning)?"""
+def _c1_tables(tables: str) -> bool:
+    """Is the ingested dump small enough for a driver JVM that compiles with C1 only
+    (:func:`auditor.perf.tuning.c1_audit`: more than the small path's dumps)?"""
     import json
 
-    from auditor.perf.tuning import small_audit
+    from auditor.perf.tuning import c1_audit
 
     try:
         rows = json.loads((Path(tables) / "_ingest.json").read_text()).get("tables", {})
-        return small_audit(rows)
+        return c1_audit(rows)
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -269,7 +270,7 @@ def audit_cmd(tables, findings_out, master, confs, rules, as_of, max_timeout_ms,
                          "--out of `txn-audit ingest LOGDIR --out DIR` or the tables a scan kept")
     make_filters(rules=rules, **filter_opts)  # bad filter values fail before Spark starts
     _check_outputs(findings_out)
-    spark = _spark(master, confs, small_input=_small_tables(tables))
+    spark = _spark(master, confs, small_input=_c1_tables(tables))
     with StageProgress(err, not quiet) as prog:
         res = _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, prog.stage("rules"))
     if not quiet:

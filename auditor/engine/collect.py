@@ -1,9 +1,9 @@
 """How the audit runner collects queries: several in one Spark job, and on worker threads.
 
-A small dump's audit (:mod:`auditor.engine.runner`) collects each rule's query as soon as it
-is built, on a :class:`Pipeline` worker, while the caller builds the next one: building is
-Catalyst analysis on the Py4J thread, running is the optimizer and the tasks, and on a small
-input both are per-call overhead that overlaps on two cores. :func:`collect_many` is also how
+An audit (:mod:`auditor.engine.runner`) collects each rule's query as soon as it is built, on
+a :class:`Pipeline` worker, while the caller builds the next one: building is Catalyst analysis
+on the Py4J thread, running is the optimizer and the tasks; overlapped, the cores do not wait
+for the driver between rules. :func:`collect_many` is also how
 the report data (:mod:`auditor.report.spark.data`) collects its few small queries in one job.
 """
 
@@ -52,6 +52,7 @@ class Pipeline:
 
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="txn-audit-collect")
         self._futures: list = []
+        self.seconds: dict[str, float] = {}  # per query name: its job's time on the worker (jobs overlap)
 
     def submit_many(self, queries: Mapping[str, object], *, required: bool = True):
         """Collect ``queries`` in one job; returns its future (None for no query). A
@@ -62,13 +63,25 @@ class Pipeline:
         from pyspark.util import inheritable_thread_target
 
         session = next(iter(queries.values())).sparkSession  # its local properties and tags go with the job
-        future = self._pool.submit(inheritable_thread_target(session)(collect_many), dict(queries))
+        future = self._pool.submit(inheritable_thread_target(session)(self._timed), dict(queries))
         if required:
             self._futures.append(future)
         return future
 
-    def submit(self, name: str, df) -> None:
-        self.submit_many({name: df})
+    def _timed(self, queries: Mapping[str, object]) -> dict[str, list[dict]]:
+        import time
+
+        t0 = time.monotonic()
+        try:
+            return collect_many(queries)
+        finally:
+            took = round(time.monotonic() - t0, 3)
+            for name in queries:
+                self.seconds[name] = took
+
+    def submit(self, name: str, df):
+        """Collect one query (:meth:`submit_many`); returns its future."""
+        return self.submit_many({name: df})
 
     def results(self) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = {}

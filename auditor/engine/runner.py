@@ -1,9 +1,9 @@
 """Run the rule catalog over ingested tables and write the findings table.
 
 Rules build their queries over shared views (:mod:`auditor.engine.views`); each rule's
-findings are conformed to one schema, collected (for a small dump, each rule's
-query on a worker thread while the next is built; for a large one, rule by rule
-with Spark's own settings) and written as Parquet with the same
+findings are conformed to one schema, collected (each rule's query on a worker
+thread while the next is built; a small dump under the small-input settings, a large one
+with Spark's own) and written as Parquet with the same
 staging-and-rename swap as ingestion, so a killed audit never leaves a partial
 findings table.
 """
@@ -32,9 +32,9 @@ class AuditResult:
     report_error: str | None = None  # report data could not be computed (findings are still complete)
     run_id: str | None = None  # set by write_findings
     # where the time went: "plan" (building the queries), "run" (collecting them), "report" (plots);
-    # rule by rule: "rules" and "report"
+    # rule_seconds: each rule's job on its worker (two run at a time)
     phase_seconds: dict[str, float] = field(default_factory=dict)
-    released_views: list[str] = field(default_factory=list)  # unpersisted after their last reader (rule by rule)
+    released_views: list[str] = field(default_factory=list)  # unpersisted once their readers ran (a large input)
     plots_with_rules: bool = False  # the plot series were collected with the rules (a small dump: _early_plots)
 
 
@@ -58,7 +58,7 @@ def audit(
     progress: Callable[[str, int, int], None] | None = None,
     report: bool = False,
     context: type[AuditContext] = AuditContext,
-    together: bool | None = None,
+    small: bool | None = None,
 ) -> AuditResult:
     """Run the rules over ``tables_dir``. With ``report`` also compute the run
     summary and plot series reports show (:mod:`auditor.report.spark.data`); they are saved
@@ -69,27 +69,23 @@ def audit(
     (:class:`auditor.batch.delta_rules.DeltaAuditContext`). The rule loop is the same,
     so both report the same findings for the same data.
 
-    ``together``: the small-input path (:mod:`auditor.perf.tuning`): the report
-    summary's and every rule's query collected as soon as each is built, one
-    Spark job each, under the small-input settings, with the tables read as one
-    partition; otherwise rule by rule. Default: when the ingest manifest says the dump has
-    at most ``SMALL_AUDIT_BATCHES`` batches. Rule by rule gives each rule's time
-    (``rule_seconds``) and keeps Spark's adaptive settings for large dumps."""
+    One path for every size (:func:`_run`): the report summary's and every rule's query
+    collected as soon as each is built, on worker threads. ``small``: the small-input
+    settings (:mod:`auditor.perf.tuning`: Spark's SQL settings for a few thousand rows,
+    the tables read as one partition). Default: when the tables hold at most
+    ``SMALL_AUDIT_BATCHES`` batches; a larger dump keeps Spark's adaptive settings and has
+    each persisted view released once every rule reading it has been collected."""
     from auditor.perf.tuning import call_site, small_audit, small_sql_conf, sql_conf
 
     ctx = context(spark, tables_dir, options)
     rules = select_rules(discover(), only)
-    if together is None:  # a context that counts rows only when asked (Delta) has none yet: rule by rule
-        together = small_audit(ctx.table_rows)
-    ctx.single_partition = together
+    if small is None:  # a context that counts rows only when asked (Delta) counts batches here
+        small = small_audit(ctx.table_rows)
+    ctx.single_partition = small
     result = AuditResult(findings=[])
     try:
-        if together:
-            with sql_conf(spark, small_sql_conf()), call_site(spark, "txn-audit audit"):
-                _run_together(ctx, rules, result, progress, report)
-        else:
-            result.as_of_ms = ctx.as_of_ms
-            _run_one_by_one(ctx, rules, result, progress, report)
+        with sql_conf(spark, small_sql_conf() if small else {}), call_site(spark, "txn-audit audit"):
+            _run(ctx, rules, result, progress, report, release=not small)
         result.findings = group_replicas(result.findings)
         if out is not None:
             write_findings(spark, result, out)
@@ -124,39 +120,55 @@ def release_plan(rules: list[Rule], report: bool) -> dict[int, list[str]]:
     return plan
 
 
-def _run_one_by_one(ctx, rules, result, progress, report) -> None:
-    releases = release_plan(rules, report)
-    t_start = time.monotonic()
-    for i, rule in enumerate(rules):
-        if progress:
-            progress(rule.id, i, len(rules))
-        if _runnable(ctx, rule, result):
-            t0 = time.monotonic()
-            df = conform(rule.run(RuleContext(ctx, f"rule {rule.id}", rule.views)), rule)
-            rows = df.collect()  # findings are few: materialise per rule for timing and reports
-            result.rule_seconds[rule.id] = round(time.monotonic() - t0, 3)
-            result.findings.extend(_findings(rule, (r.asDict(recursive=True) for r in rows)))
-        for v in releases.get(i, ()):
-            ctx.release(v)
-    result.phase_seconds["rules"] = round(time.monotonic() - t_start, 3)
-    if report:
-        t0 = time.monotonic()
-        _report_data(ctx, rules, result, progress, None)
-        result.phase_seconds["report"] = round(time.monotonic() - t0, 3)
+class _Releases:
+    """Views released as soon as every job that may read them is done: the summary's
+    (it reads the reference time) and those of the rules up to the view's last reader
+    (:func:`release_plan`). Jobs run two at a time, so the last reader's job is not
+    always the last to finish. Called on the building thread only."""
+
+    def __init__(self, ctx, rules, report: bool) -> None:
+        self.ctx, self.plan = ctx, release_plan(rules, report)
+        self.jobs: list[list] = []  # futures per rule index
+        self.summary = None
+
+    def after(self, i: int, futures: list) -> None:
+        self.jobs.append(futures)
+        self.poll()
+
+    def poll(self, wait: bool = False) -> None:
+        if self.summary is not None:
+            if wait:
+                self.summary.exception()  # waits; its failure is raised by Pipeline.results()
+            elif not self.summary.done():
+                return
+        for i in sorted(self.plan):
+            if i >= len(self.jobs):
+                break
+            ready = [f for fs in self.jobs[: i + 1] for f in fs]
+            if wait:
+                for f in ready:
+                    f.exception()  # waits; a failure is raised by Pipeline.results()
+            elif not all(f.done() for f in ready):
+                break
+            for v in self.plan.pop(i):
+                self.ctx.release(v)
 
 
-def _run_together(ctx, rules, result, progress, report) -> None:
+def _run(ctx, rules, result, progress, report, *, release: bool) -> None:
     """Every rule's query (and the summary's) collected as soon as it is built.
 
     Building a query is Catalyst analysis on the Py4J thread; running one is the
-    optimizer and the executor's tasks. On a small dump both are per-call
-    overhead of a cold JVM, so each rule's query is collected by a worker thread
-    (one Spark job per rule, :data:`auditor.engine.collect.PIPELINE_WORKERS` at a
-    time) while the next rule's query is built: the two halves overlap on two
-    cores instead of running one after the other."""
+    optimizer and the executor's tasks. Each rule's query is collected by a worker
+    thread (one Spark job per rule, :data:`auditor.engine.collect.PIPELINE_WORKERS` at a
+    time) while the next rule's query is built, so the driver's planning overlaps the
+    tasks instead of leaving the cores idle between rules (with the collector and compiler
+    choices of :mod:`auditor.perf.tuning`, a 1 M-batch audit took 27-31 s rule by rule and
+    20-21 s this way: bench/README.md, "one audit path"). ``release``: unpersist each view
+    once the jobs that read it are done (:class:`_Releases`), not only at the end."""
     from auditor.engine.collect import Pipeline
 
     t0 = time.monotonic()
+    releases = _Releases(ctx, rules, report) if release else None
     with Pipeline() as pipe:
         # the summary first: it needs no finding, so its job runs while the rules are built
         summary_q: dict[str, object] = {}
@@ -171,15 +183,22 @@ def _run_together(ctx, rules, result, progress, report) -> None:
         if "as_of" not in summary_q:
             summary_q["as_of"] = ctx.as_of  # the reference time of every run, report or not
         summary_job = pipe.submit_many({f"summary:{k}": v for k, v in summary_q.items()})
+        if releases is not None:
+            releases.summary = summary_job
         for i, rule in enumerate(rules):
             if progress:
                 progress(rule.id, i, len(rules))
+            futures = []
             if _runnable(ctx, rule, result):
-                pipe.submit(f"rule:{rule.id}",
-                            conform(rule.run(RuleContext(ctx, f"rule {rule.id}", rule.views)), rule))
+                futures.append(pipe.submit(f"rule:{rule.id}",
+                                           conform(rule.run(RuleContext(ctx, f"rule {rule.id}", rule.views)), rule)))
+            if releases is not None:
+                releases.after(i, futures)
         plots_job = _early_plots(ctx, pipe, summary_job, result) if report else None
         t1 = time.monotonic()
         got = pipe.results()
+        if releases is not None:
+            releases.poll(wait=True)
         plot_rows = None
         if plots_job is not None:
             try:
@@ -189,6 +208,7 @@ def _run_together(ctx, rules, result, progress, report) -> None:
                 result.report_error = f"{type(exc).__name__}: {exc}"
     t2 = time.monotonic()
     result.phase_seconds.update(plan=round(t1 - t0, 3), run=round(t2 - t1, 3))
+    result.rule_seconds = {name.split(":", 1)[1]: s for name, s in pipe.seconds.items() if name.startswith("rule:")}
     for rule in rules:
         result.findings.extend(_findings(rule, got.get(f"rule:{rule.id}", [])))
     summary_rows = {k.split(":", 1)[1]: v for k, v in got.items() if k.startswith("summary:")}

@@ -19,7 +19,9 @@ piece (switch)      what it does, what it buys                             what 
                     a local property, so Spark does not walk the JVM       property names
                     stack for it per operator
 ``c1``              :mod:`.tuning`: a small input's driver JVM compiles    HotSpot's flag
-                    with C1 only
+                    with C1 only (an audit's up to 2 M batches)
+``parallel_gc``     :data:`.tuning.LOCAL_JAVA_OPTIONS`: an embedded        HotSpot's flag; a JDK whose default
+                    driver JVM uses the throughput collector, not G1       collector changes
 ``df_debugging``    :data:`.tuning.DF_DEBUGGING_OFF`: PySpark's DataFrame  the setting's name (PySpark 4.0)
                     debugging (a call site sent per DataFrame call) off
 ``cached_leaf``     :mod:`.cached_leaf`: a persisted view reaches the      Spark-classic internals (``CacheManager.
@@ -53,8 +55,8 @@ from __future__ import annotations
 import os
 
 DISABLE_ENV = "TXN_AUDIT_DISABLE"
-PIECES = ("jvmcache", "py4jcache", "call_site", "c1", "df_debugging", "cached_leaf", "no_pandas", "preload",
-          "freed_memory")
+PIECES = ("jvmcache", "py4jcache", "call_site", "c1", "parallel_gc", "df_debugging", "cached_leaf", "no_pandas",
+          "preload", "freed_memory")
 
 
 def enabled(piece: str) -> bool:

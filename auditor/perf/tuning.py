@@ -6,16 +6,18 @@ and every stage is compiled to Java byte code. On an interactive scan of a
 small dump that overhead is nearly all the time spent: a few thousand rows
 need none of it. Audits of at most :data:`SMALL_AUDIT_BATCHES` batches run
 under :func:`small_sql_conf` (restored afterwards: the session may be shared),
-with the tables read as one partition and each rule's query collected by a
-:class:`auditor.engine.collect.Pipeline` worker while the next is built
-(:mod:`auditor.engine.runner`); larger ones keep Spark's settings and run rule by rule.
+with the tables read as one partition; larger ones keep Spark's settings. Either way each
+rule's query is collected by a :class:`auditor.engine.collect.Pipeline` worker while the next
+is built (:mod:`auditor.engine.runner`).
 
 The driver JVM's own settings for a small input are here too (:data:`SMALL_INPUT_JAVA_OPTIONS`,
 chosen by ``scan``, ``ingest`` and ``audit`` before Spark starts,
 applied by :func:`auditor.spark.session.get_spark`), and so is the one setting every session
 gets (:data:`SESSION_CONF`). What else a small input changes lives where it is decided: the
 decode's collection to the driver (``auditor.ingest.spark_job.SMALL_INPUT_BYTES``).
-Switches (``TXN_AUDIT_DISABLE``, :mod:`auditor.perf`): ``call_site``, ``c1``, ``df_debugging``.
+Every embedded driver JVM gets :data:`LOCAL_JAVA_OPTIONS` (the throughput collector), and an
+audit of at most :data:`C1_AUDIT_BATCHES` batches compiles with C1 only even when it is not small.
+Switches (``TXN_AUDIT_DISABLE``, :mod:`auditor.perf`): ``call_site``, ``c1``, ``df_debugging``, ``parallel_gc``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,25 @@ DF_DEBUGGING_OFF = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
 # that; a large input keeps C2, whose code the long scans and sorts need.
 SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
+# An audit's tables hold their batch count (the ingest manifest), so ``audit`` chooses C1 before its
+# JVM starts for more than the small path: measured on bench/audit.py's tables (idle machine, JVM
+# CPU-s / wall s), C1 against C2: 1 M batches 30.2 / 19.7 against 44.4 / 24.4, 3 M 59.1 / 34.4
+# against 56.4 / 30.7, 10 M 146.1 / 79.8 against 83.6 / 44.9. The compiling C1 saves is a fixed
+# ~15 CPU-s; its slower code costs ~7 CPU-s per million batches: C2 wins from about 2 M.
+C1_AUDIT_BATCHES = 2_000_000
+
+# Every embedded driver JVM (not one spark-submit started): the throughput collector. An audit is a
+# batch computation whose pauses nobody sees; G1's concurrent marking and refinement threads take
+# CPU from the two task threads. Audits of bench/audit.py's tables, alternating (JVM CPU-s / wall s):
+# 1 M batches 40.6 / 22.4 and 44.4 / 24.4 with G1 against 37.1 / 20.5 and 40.8 / 22.6 with it;
+# 10 M 88.8 / 47.3 against 74.0 / 39.6.
+LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
+
+
+def local_java_options() -> str:
+    """Every embedded driver JVM's options (:data:`LOCAL_JAVA_OPTIONS`); '' when switched off."""
+    return LOCAL_JAVA_OPTIONS if enabled("parallel_gc") else ""
+
 
 def session_conf() -> dict[str, str]:
     """What every session of the tool is given (embedded or under ``spark-submit``)."""
@@ -54,6 +75,13 @@ def small_audit(table_rows: Mapping[str, object]) -> bool:
     """Does a dump of these table row counts (the ingest manifest's) take the small-input path?"""
     n = table_rows.get("batches")
     return isinstance(n, int) and n <= SMALL_AUDIT_BATCHES
+
+
+def c1_audit(table_rows: Mapping[str, object]) -> bool:
+    """Does the driver JVM of an audit of these table row counts compile with C1 only
+    (:data:`C1_AUDIT_BATCHES`)? Unknown counts keep C2."""
+    n = table_rows.get("batches")
+    return isinstance(n, int) and n <= C1_AUDIT_BATCHES
 
 SMALL_SQL_CONF: dict[str, str] = {
     "spark.sql.adaptive.enabled": "false",  # one job per query, not one per shuffle stage

@@ -33,7 +33,7 @@ from typing import Mapping
 
 from auditor.perf.jvmcache import driver_java_options
 from auditor.perf.preload import start as preload_start
-from auditor.perf.tuning import session_conf, small_input_java_options
+from auditor.perf.tuning import local_java_options, session_conf, small_input_java_options
 
 DELTA_VERSION = "4.0.1"  # keep in sync with delta-spark in pyproject.toml and scripts/delta/fetch.sh
 DELTA_JARS_ENV = "TXN_AUDIT_DELTA_JARS"
@@ -204,8 +204,9 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
     ``delta=False``: a new embedded session without the Delta jars and extension
     (the commands that read and write Parquet only; the JVM starts about a second
     sooner). ``small_input``: the caller knows its input is small (``scan``,
-    ``ingest`` and ``audit`` of a small dump): an embedded driver JVM then compiles
-    with C1 only (:data:`auditor.perf.tuning.SMALL_INPUT_JAVA_OPTIONS`)."""
+    ``ingest`` of a small input, ``audit`` of up to ``C1_AUDIT_BATCHES`` batches): an
+    embedded driver JVM then compiles with C1 only (:data:`auditor.perf.tuning.SMALL_INPUT_JAVA_OPTIONS`).
+    Every embedded local driver gets :data:`auditor.perf.tuning.LOCAL_JAVA_OPTIONS`."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -245,10 +246,11 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
         if resolved.startswith("local"):
             # Delta rebuilds a table's state with this many tasks (default 50, sized for clusters)
             settings.setdefault("spark.databricks.delta.snapshotPartitions", str(os.cpu_count() or 2))
-    # the driver JVM maps its classes from this installation's archive (auditor.perf.jvmcache); a
-    # small input's compiles with C1 only
-    extra = [o for o in (driver_java_options(),
-                         small_input_java_options() if small_input and resolved.startswith("local") else "") if o]
+    # the driver JVM maps its classes from this installation's archive (auditor.perf.jvmcache); a local
+    # one uses the throughput collector, a small input's compiles with C1 only (auditor.perf.tuning)
+    local = resolved.startswith("local")
+    extra = [o for o in (driver_java_options(), local_java_options() if local else "",
+                         small_input_java_options() if small_input and local else "") if o]
     if extra:
         user = settings.get("spark.driver.extraJavaOptions")
         settings["spark.driver.extraJavaOptions"] = " ".join(([user] if user else []) + extra)

@@ -281,7 +281,7 @@ def plot_ranges(stats: list[dict], keys: "list[tuple] | None" = None) -> list[li
 def plot_queries(ctx, stats: list[dict], keys: "list[tuple] | None" = None) -> dict[str, object]:
     """The plot series' queries (collected together: one Spark job) for the replicas
     of the partitions ``keys``, or of every partition with ``None`` (the small-input
-    audit builds them before the findings are known: ``audit._run_together``);
+    audit builds them before the findings are known: ``runner._run``);
     {} when there is nothing to plot."""
     if (keys is not None and not keys) or not ctx.has_rows("batches"):
         return {}
