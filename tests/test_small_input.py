@@ -24,16 +24,20 @@ from conftest import PROJECT, SAMPLE_LOGS
 
 _CHILD = ("import json, sys\n"
           "from auditor.spark.session import get_spark\n"
-          "s = get_spark(delta=False, small_input=sys.argv[1] == 'small')\n"
+          "conf = {'spark.driver.extraJavaOptions': sys.argv[2]} if len(sys.argv) > 2 else None\n"
+          "s = get_spark(conf=conf, delta=False, small_input=sys.argv[1] == 'small')\n"
           "args = list(s._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())\n"
           "print(json.dumps({'args': args, 'n': s.range(5).count(),\n"
           "                  'explain': s.conf.get('spark.sql.ui.explainMode')}))\n"
           "s.stop()\n")
 
 
-def _driver(kind: str) -> dict:
+def _driver(kind: str, *user_options: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(PROJECT)}
-    proc = subprocess.run([sys.executable, "-c", _CHILD, kind], env=env, capture_output=True, text=True, timeout=300)
+    for e in tuning.USER_JVM_OPTION_ENVS:
+        env.pop(e, None)
+    proc = subprocess.run([sys.executable, "-c", _CHILD, kind, *user_options], env=env, capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["n"] == 5  # the session runs jobs
@@ -53,6 +57,30 @@ def test_a_small_input_driver_jvm_compiles_with_c1_only_and_a_large_one_keeps_c2
     # the class-data sharing archive (when built) is mapped either way: the flags only add to it
     assert [a for a in small if a.startswith("-XX:SharedArchiveFile")] == \
         [a for a in large if a.startswith("-XX:SharedArchiveFile")]
+
+
+def test_a_users_own_collector_wins():
+    """HotSpot refuses two collectors: with the user's G1 in ``spark.driver.extraJavaOptions`` the
+    driver starts with G1 alone (it used to fail to start at all)."""
+    args = _driver("large", "-XX:+UseG1GC")["args"]
+    assert "-XX:+UseG1GC" in args and tuning.LOCAL_JAVA_OPTIONS not in args
+
+
+@pytest.mark.parametrize("user, env, ours", [
+    ("", {}, True),
+    ("-Xss4m -XX:+UseZGC", {}, False),
+    ("-XX:-UseCompressedOops", {}, True),  # not a collector
+    ("", {"JAVA_TOOL_OPTIONS": "-XX:+UseSerialGC"}, False),
+    ("", {"JDK_JAVA_OPTIONS": "-XX:+UseShenandoahGC -Xmx1g"}, False),
+])
+def test_the_throughput_collector_unless_the_user_chose_one(monkeypatch, user, env, ours):
+    for e in tuning.USER_JVM_OPTION_ENVS:
+        monkeypatch.delenv(e, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert tuning.local_java_options(user) == (tuning.LOCAL_JAVA_OPTIONS if ours else "")
+    monkeypatch.setenv("TXN_AUDIT_DISABLE", "parallel_gc")
+    assert tuning.local_java_options(user) == ""
 
 
 def test_scan_sizes_its_input_before_spark_starts(tmp_path):

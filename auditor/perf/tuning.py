@@ -22,6 +22,8 @@ Switches (``TXN_AUDIT_DISABLE``, :mod:`auditor.perf`): ``call_site``, ``c1``, ``
 
 from __future__ import annotations
 
+import os
+import re
 from contextlib import contextmanager
 from typing import Iterator, Mapping
 
@@ -53,9 +55,20 @@ C1_AUDIT_BATCHES = 2_000_000
 LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
 
 
-def local_java_options() -> str:
-    """Every embedded driver JVM's options (:data:`LOCAL_JAVA_OPTIONS`); '' when switched off."""
-    return LOCAL_JAVA_OPTIONS if enabled("parallel_gc") else ""
+# HotSpot refuses to start with two collectors selected: a user's own choice wins
+_COLLECTOR = re.compile(r"-XX:\+Use\w*GC\b")
+USER_JVM_OPTION_ENVS = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
+
+
+def local_java_options(user_options: str = "") -> str:
+    """Every embedded driver JVM's options (:data:`LOCAL_JAVA_OPTIONS`); '' when switched off,
+    or when the user already chose a collector (in ``user_options``, the session's
+    ``spark.driver.extraJavaOptions``, or the JVM's option variables): HotSpot would refuse
+    to start with two."""
+    if not enabled("parallel_gc"):
+        return ""
+    given = " ".join([user_options, *(os.environ.get(e, "") for e in USER_JVM_OPTION_ENVS)])
+    return "" if _COLLECTOR.search(given) else LOCAL_JAVA_OPTIONS
 
 
 def session_conf() -> dict[str, str]:

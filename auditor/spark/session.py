@@ -249,10 +249,10 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
     # the driver JVM maps its classes from this installation's archive (auditor.perf.jvmcache); a local
     # one uses the throughput collector, a small input's compiles with C1 only (auditor.perf.tuning)
     local = resolved.startswith("local")
-    extra = [o for o in (driver_java_options(), local_java_options() if local else "",
+    user = settings.get("spark.driver.extraJavaOptions")
+    extra = [o for o in (driver_java_options(), local_java_options(user or "") if local else "",
                          small_input_java_options() if small_input and local else "") if o]
     if extra:
-        user = settings.get("spark.driver.extraJavaOptions")
         settings["spark.driver.extraJavaOptions"] = " ".join(([user] if user else []) + extra)
     for k, v in settings.items():
         builder = builder.config(k, v)
