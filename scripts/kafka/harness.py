@@ -53,6 +53,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -150,6 +151,19 @@ def _pdeathsig() -> None:  # runs in the child between fork and exec
     os.setpgrp()  # own process group: a Ctrl-C aimed at pytest does not SIGINT the broker first
 
 
+def _own_group() -> None:  # runs in the child between fork and exec
+    os.setpgrp()
+
+
+def _child_setup():
+    """What a started broker or ZooKeeper runs before exec. PR_SET_PDEATHSIG fires when the *thread*
+    that forked the child ends, not the process: a broker restarted from a worker thread (a test's
+    chaos thread) was SIGKILLed as soon as that thread returned, so the rest of the test ran against
+    a dead broker and its "clean stop" was none. Only a child of the main thread gets it; the others
+    are killed at exit by :func:`_kill_all` like every live node."""
+    return _pdeathsig if threading.current_thread() is threading.main_thread() else _own_group
+
+
 def _kill_all() -> None:
     for b in list(_LIVE):
         try:
@@ -244,7 +258,7 @@ class ZooKeeper(_Running):
             java_command(self.version, "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg), heap=self.heap,
                          log_level="warn"),
             stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
-            preexec_fn=_pdeathsig)
+            preexec_fn=_child_setup())
         _LIVE.add(self)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
@@ -502,7 +516,7 @@ class KafkaBroker(_Running):
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             cwd=self.workdir,
-            preexec_fn=_pdeathsig,
+            preexec_fn=_child_setup(),
         )
         _LIVE.add(self)
 
@@ -760,7 +774,7 @@ class JavaProducer:
         self.log_file = log_file
         self._err = open(log_file, "ab") if log_file else subprocess.DEVNULL
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
-                                     text=True, bufsize=1, preexec_fn=_pdeathsig)
+                                     text=True, bufsize=1, preexec_fn=_child_setup())
         self.state = self._read()
 
     def _read(self) -> dict:
