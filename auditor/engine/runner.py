@@ -131,7 +131,8 @@ class _Releases:
         self.jobs: list[list] = []  # futures per rule index
         self.summary = None
 
-    def after(self, i: int, futures: list) -> None:
+    def after(self, futures: list) -> None:
+        """The next rule's jobs (none when it was skipped) have been submitted."""
         self.jobs.append(futures)
         self.poll()
 
@@ -193,7 +194,7 @@ def _run(ctx, rules, result, progress, report, *, release: bool) -> None:
                 futures.append(pipe.submit(f"rule:{rule.id}",
                                            conform(rule.run(RuleContext(ctx, f"rule {rule.id}", rule.views)), rule)))
             if releases is not None:
-                releases.after(i, futures)
+                releases.after(futures)
         plots_job = _early_plots(ctx, pipe, summary_job, result) if report else None
         t1 = time.monotonic()
         got = pipe.results()
