@@ -198,16 +198,17 @@ def _record(delta: int, ts_delta: int, key: "bytes | None", value: "bytes | None
 
 def _raw_batch(base_offset: int, records: "list[bytes]", *, codec: str = "none", count: "int | None" = None,
                log_append: bool = False, base_ts: int = 1_700_000_000_000, base_seq: int = -1,
-               control: bool = False, trailing: bytes = b"") -> bytes:
+               control: bool = False, trailing: bytes = b"", payload: "bytes | None" = None) -> bytes:
     """A v2 batch around hand-made record bytes, compressed as a producer does (kafka-python's codecs:
-    xerial snappy, LZ4 frames, gzip, zstd frames)."""
+    xerial snappy, LZ4 frames, gzip, zstd frames), or around ``payload`` as given."""
     from kafka import codec as kc
 
     from builders import CODECS
 
     data = b"".join(records) + trailing
-    enc = {"none": lambda d: d, "gzip": kc.gzip_encode, "snappy": lambda d: kc.snappy_encode(d, xerial_compatible=True),
-           "lz4": kc.lz4_encode, "zstd": kc.zstd_encode}[codec](data)
+    enc = payload if payload is not None else {
+        "none": lambda d: d, "gzip": kc.gzip_encode, "snappy": lambda d: kc.snappy_encode(d, xerial_compatible=True),
+        "lz4": kc.lz4_encode, "zstd": kc.zstd_encode}[codec](data)
     attrs = CODECS[codec] | (0x08 if log_append else 0) | (0x20 if control else 0)
     n = len(records) if count is None else count
     after_crc = struct.pack(">hiqqqhii", attrs, max(n - 1, 0), base_ts, base_ts + 99, 7 if base_seq >= 0 else -1,
@@ -258,13 +259,16 @@ def test_the_record_walk_writes_what_python_writes(tmp_path, codec):
     _check([task], tmp_path)
 
 
-def test_the_record_walk_writes_its_lines_itself():
+@pytest.mark.parametrize("codec", ["lz4", "gzip"])
+def test_the_record_walk_writes_its_lines_itself(codec):
     """Most of a batch's records are the walk's, not the Python fallback's: an accidental fallback
-    for every batch would pass the equality checks above while taking the old path's time."""
+    for every batch would pass the equality checks above while taking the old path's time. lz4 and
+    gzip are decompressed in C (the ``lz4`` and ``deflate`` packages' decoders, both dependencies)."""
     from auditor.dump import _dumpv2
 
+    assert all(dump_native._libraries()), "a decoder library is missing"
     calls = []
-    entries = _records_segment("lz4")[:2]
+    entries = _records_segment(codec)[:2]
     data = b"".join(entries)
     r, w = os.pipe()
     path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"walk-{os.getpid()}.log")
@@ -276,7 +280,7 @@ def test_the_record_walk_writes_its_lines_itself():
         keys = (keys[0] + dump_lines.RECORD_TYPE, *keys[1:])
         got = _dumpv2.records(fd, 0, len(data), len(data), w, keys, dump_lines.END,
                               lambda c, p: calls.append(("inflate", c)) or b"",
-                              lambda pos: calls.append(("fallback", pos)) or b"", dump_native._lz4_library)
+                              lambda pos: calls.append(("fallback", pos)) or b"", dump_native._libraries)
         os.close(fd)
         os.close(w)
         out = os.read(r, 1 << 20)
@@ -285,6 +289,59 @@ def test_the_record_walk_writes_its_lines_itself():
         os.unlink(path)
     assert got == len(data) and calls == []
     assert out.count(b"\n") == 15 and out.startswith(b'{"type": "record", "offset": 0, ')
+
+
+def _gzip_member(data: bytes, *, flags: int = 0, fields: bytes = b"", crc: "int | None" = None,
+                 isize: "int | None" = None, level: int = 6) -> bytes:
+    """One gzip member (RFC 1952) around ``data``, its header fields and trailer as given."""
+    import zlib
+
+    c = zlib.compressobj(level, zlib.DEFLATED, -15)
+    body = c.compress(data) + c.flush()
+    return (b"\x1f\x8b\x08" + bytes([flags]) + b"\x00\x00\x00\x00\x00\xff" + fields + body
+            + struct.pack("<II", zlib.crc32(data) if crc is None else crc, len(data) if isize is None else isize))
+
+
+def _gzip_shapes() -> "dict[str, tuple[list[bytes], bytes]]":
+    """Payloads the C gzip path must read as ``codecs._gzip`` does, or leave to it: several members,
+    what follows the last, header fields, damaged trailers, output far larger than the input."""
+    recs = [_record(i, i, b"key-%d" % i, b"value %d " % i * 20, [(b"h", b"v")]) for i in range(6)]
+    data = b"".join(recs)
+    k = len(recs[0]) + len(recs[1])
+    big = [_record(i, i, b"k", b"x" * 60_000, []) for i in range(5)]  # ~1000:1
+    big_data = b"".join(big)
+    return {
+        "one member": (recs, _gzip_member(data)),
+        "stored blocks": (recs, _gzip_member(data, level=0)),
+        "two members": (recs, _gzip_member(data[:k]) + _gzip_member(data[k:])),
+        "a member per record": (recs, b"".join(_gzip_member(r) for r in recs)),
+        "trailing bytes": (recs, _gzip_member(data) + b"\x00junk"),
+        "one trailing magic byte": (recs, _gzip_member(data) + b"\x1f"),
+        "trailing magic, then no member": (recs, _gzip_member(data) + b"\x1f\x8b\x08\x00junk"),
+        "an empty member": (recs, _gzip_member(b"") + _gzip_member(data)),
+        "a file name (FNAME)": (recs, _gzip_member(data, flags=0x08, fields=b"orders.json\x00")),
+        "a wrong header CRC (FHCRC)": (recs, _gzip_member(data, flags=0x02, fields=b"\x00\x00")),
+        "a wrong CRC-32": (recs, _gzip_member(data, crc=0x12345678)),
+        "a wrong length": (recs, _gzip_member(data, isize=len(data) + 1)),
+        "a cut trailer": (recs, _gzip_member(data)[:-3]),
+        "second member damaged": (recs, _gzip_member(data[:k]) + _gzip_member(data[k:], crc=1)),
+        "1000:1 in two members": (big, _gzip_member(big_data[:70_000]) + _gzip_member(big_data[70_000:])),
+        "1000:1 in one member": (big, _gzip_member(big_data)),
+        "past the inflate limit": ([_record(0, 0, b"k", b"x" * (65 << 20), [])],
+                                   _gzip_member(b"".join([_record(0, 0, b"k", b"x" * (65 << 20), [])]))),
+    }
+
+
+def test_gzip_payloads_dump_as_python_reads_them(tmp_path):
+    """The C gzip path (libdeflate) against codecs._gzip (zlib), batch by batch: the same lines
+    and problems, whether C reads the batch or hands it back."""
+    shapes = _gzip_shapes()
+    for i, (name, (recs, payload)) in enumerate(shapes.items()):
+        task = _segment(tmp_path, _raw_batch(10 * i, recs, codec="gzip", payload=payload), _raw_batch(10 * i + 8, []))
+        try:
+            _check([task], tmp_path)
+        except AssertionError as exc:
+            raise AssertionError(f"{name}: {exc}") from None
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

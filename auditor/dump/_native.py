@@ -98,7 +98,7 @@ def write_records(task: dict, out_fd: int) -> int:
         keys = tuple(dl.RKEYS[k] for k in dl.RECORD_KEYS)
         keys = (keys[0] + dl.RECORD_TYPE, *keys[1:])  # the type key with its value
         return native.records(f.fileno(), 0, size, size, out_fd, keys, dl.END, decompress,
-                              lambda pos: one_batch(f, size, pos), _lz4_library)
+                              lambda pos: one_batch(f, size, pos), _libraries)
 
 
 def one_batch(f, size: int, pos: int) -> bytes:
@@ -123,11 +123,30 @@ def one_batch(f, size: int, pos: int) -> bytes:
     return "".join(lines).encode()
 
 
-def _lz4_library() -> "str | None":
-    """The file of the ``lz4`` package's block module (which holds LZ4_decompress_safe, the decoder
-    :mod:`auditor.formats.codecs` uses), or None."""
-    try:
-        from lz4.block import _block
-    except ImportError:
-        return None
-    return getattr(_block, "__file__", None)
+def _libraries() -> "tuple[str | None, str | None]":
+    """The files the extension's record walk takes its decoders from, each None when missing
+    (that codec then goes through :func:`auditor.formats.codecs.decompress`):
+
+    * the ``lz4`` package's block module, which holds LZ4_decompress_safe, the decoder
+      :mod:`auditor.formats.codecs` uses;
+    * the ``deflate`` package's module, its build of libdeflate (gzip; the extension leaves every
+      payload libdeflate refuses to ``codecs._gzip``)."""
+    files: list[str | None] = []
+    for load in (_lz4_module, _deflate_module):
+        try:
+            files.append(getattr(load(), "__file__", None))
+        except ImportError:
+            files.append(None)
+    return files[0], files[1]
+
+
+def _lz4_module():
+    from lz4.block import _block
+
+    return _block
+
+
+def _deflate_module():
+    from deflate import _deflate
+
+    return _deflate
