@@ -49,6 +49,24 @@ def test_dump_records_decodes_transaction_log():
     assert txn[0]["state"] == "Empty" and txn[-1]["state"] == "CompleteCommit"
 
 
+def test_dump_records_keep_the_records_own_topic_partition_and_broker_id():
+    """A context column a table's decoder fills too (a committed offset's topic and partition, a
+    metadata record's broker id) is the record's own in a dump line; the file's (``log_topic``, ...)
+    is said once, by the dump, not on every line."""
+    from conftest import SAMPLE_LOGS
+
+    commits = sorted(SAMPLE_LOGS.glob("consumer-offsets-hanging/broker-1/__consumer_offsets-*/0*.log"))
+    metadata = SAMPLE_LOGS / "clean" / "broker-1" / "__cluster_metadata-0" / "00000000000000000000.log"
+    res = CliRunner().invoke(cli, ["dump", "--records", *map(str, commits), str(metadata)])
+    assert res.exit_code == 0, res.output
+    objs = _jsonl(res.stdout)
+    offsets = [o for o in objs if o["type"] == "offset_commits"]
+    assert offsets and {(o["topic"], o["partition"]) for o in offsets} == {("input", 0)}
+    brokers = [o for o in objs if o["type"] == "metadata_records" and o["record_type"] == "REGISTER_BROKER_RECORD"]
+    assert brokers and all(o["broker_id"] == json.loads(o["data_json"])["brokerId"] for o in brokers)
+    assert not any(k.startswith("log_") for o in objs for k in o)
+
+
 def test_dump_records_of_a_data_topic(tmp_path):
     d = tmp_path / "orders-0"
     d.mkdir()

@@ -42,12 +42,15 @@ def _records(task: dict) -> Iterator[dict]:
 
 def _table_objects(task: dict, name: str, spec) -> Iterator[dict]:
     """A table's rows of ``task`` as objects: its own columns after ``type``, without the context
-    and problem columns (the file is said once, by the dump), or a problem object."""
+    and problem columns (the file is said once, by the dump), or a problem object. A context column
+    the decoder fills too is the table's ``log_<name>`` (:meth:`TableSpec.context_name`): that one
+    goes, the record's own stays (a committed offset's topic and partition, a metadata record's
+    broker id)."""
     from auditor.ingest.context import CONTEXT_COLUMNS, PROBLEM_COLUMNS
     from auditor.ingest.tables import iter_rows
 
     # deleted from a copy, not filtered key by key: a metadata row has ~35 columns (issue 29)
-    drop = {c.name for c in CONTEXT_COLUMNS + PROBLEM_COLUMNS}
+    drop = {spec.context_name(c.name) for c in CONTEXT_COLUMNS} | {c.name for c in PROBLEM_COLUMNS}
     kind = "batch" if name == "batches" else name
     for row in iter_rows(spec, task):
         if row.get("_problem_kind"):
