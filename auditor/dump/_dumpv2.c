@@ -1040,8 +1040,21 @@ static size_t json_key(const unsigned char *s, size_t n, char *w) {
     return len;
 }
 
+/* The v2 batch at `pos`, held whole in the reader (its `entry` bytes), as records() and
+ * data_records() frame it; NULL where they stop (not v2, a size out of bounds, cut off). */
+static const unsigned char *v2_entry(reader_t *r, int64_t pos, int64_t file_size, size_t *entry) {
+    if (file_size - pos < V2_HEADER || !hold(r, pos, V2_HEADER)) return NULL;
+    const unsigned char *h = r->buf + (pos - r->at);
+    int32_t size = (int32_t)be32(h + 8);
+    if (h[16] != 2 || size < V2_HEADER - LOG_OVERHEAD || size > ABSURD_BATCH_BYTES) return NULL;
+    *entry = (size_t)size + LOG_OVERHEAD;
+    if ((int64_t)*entry > file_size - pos || !hold(r, pos, *entry)) return NULL;
+    return r->buf + (pos - r->at);
+}
+
 struct rec {
     int64_t offset, timestamp, sequence, key_size, value_size;
+    const unsigned char *key, *value; /* NULL when null */
     const unsigned char *headers; /* the header count's first byte */
     int64_t n_headers;
     size_t keys_json; /* bytes of the header keys' JSON list */
@@ -1072,13 +1085,17 @@ static int walk(const unsigned char *h, const unsigned char *d, size_t n, rec_t 
         p++; /* attributes */
         if (!varint(&p, end, 10, &ts_delta) || !varint(&p, end, 5, &off_delta)) return 0;
         if (!varint(&p, end, 5, &klen)) return 0;
+        r->key = NULL;
         if (klen >= 0) {
             if (klen > end - p) return 0;
+            r->key = p;
             p += klen;
         }
         if (!varint(&p, end, 5, &vlen)) return 0;
+        r->value = NULL;
         if (vlen >= 0) {
             if (vlen > end - p) return 0;
+            r->value = p;
             p += vlen;
         }
         if (!varint(&p, end, 5, &nh) || nh < 0) return 0;
@@ -1185,13 +1202,9 @@ static PyObject *records(PyObject *self, PyObject *args) {
     int err = 0;
     PyObject *ft = NULL, *fv = NULL, *ftb = NULL; /* an exception of fallback(): raised once the output is settled */
     while (pos < stop && !err) {
-        if (file_size - pos < V2_HEADER || !hold(&r, pos, V2_HEADER)) break;
-        const unsigned char *h = r.buf + (pos - r.at);
-        int32_t size = (int32_t)be32(h + 8);
-        if (h[16] != 2 || size < V2_HEADER - LOG_OVERHEAD || size > ABSURD_BATCH_BYTES) break;
-        size_t entry = (size_t)size + LOG_OVERHEAD;
-        if ((int64_t)entry > file_size - pos || !hold(&r, pos, entry)) break;
-        h = r.buf + (pos - r.at);
+        size_t entry;
+        const unsigned char *h = v2_entry(&r, pos, file_size, &entry);
+        if (!h) break;
         uint16_t attr = be16(h + 21);
         int codec = attr & 7;
         int32_t count = (int32_t)be32(h + 57);
@@ -1269,7 +1282,90 @@ static PyObject *records(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(pos);
 }
 
+/* ---- data_records: an internal topic's records handed back, for its table decoders ----
+ *
+ * data_records(fd, start, stop, file_size, max_records) -> (position reached, batches) frames
+ * the v2 batches from `start` as records() does and hands back, for each uncompressed
+ * non-control batch whose CRC holds and whose records walk() reads cleanly, the tuple
+ * (position, producer_id, producer_epoch, is_transactional, [(offset, timestamp, key, value),
+ * ...]), key and value bytes or None: what auditor.ingest.segments.iter_data_records yields of
+ * it (control batches are passed over, as there). It stops at the first entry it cannot vouch
+ * for (not v2, cut off, a CRC mismatch, compressed, a record walk() refuses), where the Python
+ * decoders must go on and report what they find, and once `max_records` records are handed back
+ * (memory stays bounded); `position reached` is where the next call starts. */
+static PyObject *record_bytes(const unsigned char *p, int64_t n) {
+    if (!p) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)n);
+}
+
+static PyObject *data_records(PyObject *self, PyObject *args) {
+    int fd;
+    long long start, stop, file_size, max_records;
+    if (!PyArg_ParseTuple(args, "iLLLL", &fd, &start, &stop, &file_size, &max_records)) return NULL;
+    PyObject *batches = PyList_New(0);
+    if (!batches) return NULL;
+    ctx_t *ctx = ctx_get();
+    if (!ctx) {
+        Py_DECREF(batches);
+        return NULL;
+    }
+    reader_t r = {fd, &ctx->helper, ctx->rbuf, ctx->rcap, 0, 0};
+    int64_t pos = start, handed = 0;
+    int err = 0;
+    while (pos < stop && handed < max_records) {
+        size_t entry;
+        const unsigned char *h = v2_entry(&r, pos, file_size, &entry);
+        if (!h) break;
+        if (crc32c(h + 21, entry - 21) != be32(h + 17)) break;
+        uint16_t attr = be16(h + 21);
+        if ((attr >> 5) & 1) { /* a control batch */
+            pos += (int64_t)entry;
+            continue;
+        }
+        int32_t count = (int32_t)be32(h + 57);
+        if ((attr & 7) != 0 || !walk(h, h + V2_HEADER, entry - V2_HEADER, &ctx->recs, &ctx->rcap_recs, count)) break;
+        PyObject *recs = PyList_New(count);
+        if (!recs) {
+            err = 1;
+            break;
+        }
+        for (int32_t i = 0; i < count && !err; i++) {
+            const rec_t *x = ctx->recs + i;
+            PyObject *t = Py_BuildValue("(LLNN)", (long long)x->offset, (long long)x->timestamp,
+                                        record_bytes(x->key, x->key_size), record_bytes(x->value, x->value_size));
+            if (!t) err = 1;
+            else PyList_SET_ITEM(recs, i, t);
+        }
+        PyObject *b = err ? NULL : Py_BuildValue("(LLiON)", (long long)pos, (long long)be64(h + 43),
+                                                 (int)(int16_t)be16(h + 51), ((attr >> 4) & 1) ? Py_True : Py_False, recs);
+        if (!b) {
+            if (!err) recs = NULL; /* Py_BuildValue's N took it */
+            Py_XDECREF(recs);
+            err = 1;
+            break;
+        }
+        int appended = PyList_Append(batches, b);
+        Py_DECREF(b);
+        if (appended < 0) {
+            err = 1;
+            break;
+        }
+        handed += count;
+        pos += (int64_t)entry;
+    }
+    ctx->rbuf = r.buf;
+    ctx->rcap = r.cap;
+    ctx_put(ctx);
+    if (err) {
+        Py_DECREF(batches);
+        return NULL;
+    }
+    return Py_BuildValue("(LN)", (long long)pos, batches);
+}
+
 static PyMethodDef methods[] = {
+    {"data_records", data_records, METH_VARARGS,
+     "data_records(fd, start, stop, file_size, max_records) -> (position reached, batches)"},
     {"dump", dump, METH_VARARGS,
      "dump(fd, start, stop, file_size, out_fd, keys, codecs, ts_types, markers, tail) -> position reached"},
     {"records", records, METH_VARARGS,

@@ -20,6 +20,10 @@ called back) and writes their lines; a batch it cannot vouch for is decoded by :
 (the per-object decoder, for that batch only), and where it cannot frame an entry it stops and
 :mod:`auditor.dump._fast` carries on.
 
+For the internal topics' tables, :func:`data_records` hands the records of a segment's clean
+batches back to Python (the extension frames them and checks their CRC; the table decoders read
+the keys and values): ``dump --records`` of a KRaft metadata log (:mod:`auditor.dump._run`).
+
 The extension is built by ``pip install`` where a C compiler is found (setup.py);
 without it (or with ``TXN_AUDIT_NATIVE=0``), :func:`available` is False and
 ``dump`` takes the Python path.
@@ -99,6 +103,33 @@ def write_records(task: dict, out_fd: int) -> int:
         keys = (keys[0] + dl.RECORD_TYPE, *keys[1:])  # the type key with its value
         return native.records(f.fileno(), 0, size, size, out_fd, keys, dl.END, decompress,
                               lambda pos: one_batch(f, size, pos), _libraries)
+
+
+def data_records(task: dict, chunk: int = 8192):
+    """The records of ``task``'s segment (an internal topic's) as the extension reads them, from
+    its start, in chunks of about ``chunk`` records: yields ``(position reached, batches)``, each
+    batch ``(position, producer_id, producer_epoch, is_transactional, [(offset, timestamp, key,
+    value), ...])`` as :func:`auditor.ingest.segments.iter_data_records` would give it (control
+    batches left out). The last chunk's position is where the extension stopped: the file's size,
+    or the first entry it could not vouch for (the Python decoders go on there). An unreadable
+    file yields ``(0, [])``."""
+    from auditor.ingest.storage import open_regular
+
+    native = _native()
+    try:
+        f = open_regular(task["path"])
+    except OSError:
+        yield 0, []
+        return
+    with f:
+        size = int(task["size"])
+        pos = 0
+        while True:
+            reached, batches = native.data_records(f.fileno(), pos, size, size, chunk)
+            yield reached, batches
+            if not batches or reached >= size:
+                return
+            pos = reached
 
 
 def one_batch(f, size: int, pos: int) -> bytes:

@@ -46,6 +46,7 @@ def _table_objects(task: dict, name: str, spec) -> Iterator[dict]:
     the decoder fills too is the table's ``log_<name>`` (:meth:`TableSpec.context_name`): that one
     goes, the record's own stays (a committed offset's topic and partition, a metadata record's
     broker id)."""
+    _registry()
     from auditor.ingest.context import CONTEXT_COLUMNS, PROBLEM_COLUMNS
     from auditor.ingest.tables import iter_rows
 
@@ -64,9 +65,20 @@ def _table_objects(task: dict, name: str, spec) -> Iterator[dict]:
         yield obj
 
 
+def _registry() -> dict:
+    """The table registry (:data:`auditor.ingest.tables.TABLES`), imported without pandas: the
+    registry's first list-to-Arrow conversion would import it (~0.16 s) for nothing here."""
+    from auditor.perf.no_pandas import skip_pandas
+
+    skip_pandas()
+    from auditor.ingest.tables import TABLES
+
+    return TABLES
+
+
 def _objects(task: dict, with_records: bool) -> Iterator[dict]:
     """The per-object path: every object of a file as a dict (the reference the fast path is tested against)."""
-    from auditor.ingest.tables import TABLES
+    TABLES = _registry()
 
     for name, spec in TABLES.items():
         if not spec.accepts(task):
@@ -100,7 +112,9 @@ def _fast_items(task: dict, with_records: bool, out) -> Iterator[dict]:
             yield from _fast.write_batches({**task, "range_start": start} if start else task, out)
     # the internal topics' record decoders (only with --records): other topics' segments have no
     # table but batches, so their dump needs neither the table registry nor pyarrow (~0.2 s to import)
-    if task["kind"] != "segment" or (with_records and task.get("topic") in _INTERNAL):
+    if native and with_records and task.get("topic") in _INTERNAL:
+        yield from _internal_lines(task, out)
+    elif task["kind"] != "segment" or (with_records and task.get("topic") in _INTERNAL):
         yield from _internal_objects(task)
     if with_records and task.get("topic") not in _INTERNAL:
         start = 0
@@ -114,18 +128,24 @@ def _fast_items(task: dict, with_records: bool, out) -> Iterator[dict]:
             _fast.write_records({**task, "range_start": start} if start else task, out)
 
 
-def _internal_objects(task: dict) -> Iterator[dict]:
+def _internal_objects(task: dict, start: int = 0, grants_before: "list[dict]" = ()) -> Iterator[dict]:
     """The objects of a file's tables other than ``batches``, in the registry's order, as
     :func:`_objects` gives them, with one decode of a ``__cluster_metadata`` file for its two
     tables: ``producer_id_blocks``' items are derived from ``metadata_records``' as its own
     decoder derives them (:func:`auditor.ingest.tables.pid_blocks_of`), then replayed, an
     exception that ended the decode included. Decoding the log twice was most of a ``--records``
-    dump of a metadata log (issue 29)."""
+    dump of a metadata log (issue 29).
+
+    ``start``: the entries from this position only (:func:`_record_lines` wrote the lines of
+    those before it), ``grants_before`` the metadata items of producer-id grants it met there."""
     from dataclasses import replace
 
     from auditor.ingest.problems import Problem
-    from auditor.ingest.tables import TABLES, pid_blocks_of
+    TABLES = _registry()
+    from auditor.ingest.tables import pid_blocks_of
 
+    if start:
+        task = {**task, "range_start": start}
     specs = {name: spec for name, spec in TABLES.items() if name != "batches" and spec.accepts(task)}
     meta, grants = specs.get("metadata_records"), specs.get("producer_id_blocks")
     if meta is not None and grants is not None:
@@ -145,6 +165,7 @@ def _internal_objects(task: dict) -> Iterator[dict]:
                 raise
 
         def derived(t: dict, f) -> Iterator:
+            yield from pid_blocks_of(grants_before)
             if seen is None:  # the metadata decode never ran (the file could not be opened then)
                 yield from grants.decode(t, f)
                 return
@@ -156,6 +177,111 @@ def _internal_objects(task: dict) -> Iterator[dict]:
         specs["producer_id_blocks"] = replace(grants, decode=derived)
     for name, spec in specs.items():
         yield from _table_objects(task, name, spec)
+
+
+# a record's own fields in its row, after its table's columns (auditor.ingest.segments.record_context)
+_RECORD_FIELDS = (', "offset": {}, "timestamp": {}, "batch_position": {}, "batch_producer_id": {}, '
+                  '"batch_producer_epoch": {}, "batch_is_transactional": {}')
+_RECORD_KEYS = frozenset(("type", "offset", "timestamp", "batch_position", "batch_producer_id",
+                          "batch_producer_epoch", "batch_is_transactional"))
+_LINE_MEMO_BYTES = 64  # key + value: the controller's NoOpRecord is a 4-byte value (decode_metadata_value's memo)
+_LINE_MEMO_ENTRIES = 4096
+
+
+def _internal_lines(task: dict, out) -> Iterator[dict]:
+    """An internal topic's segment (``--records``): its tables, in the registry's order, as
+    :func:`_internal_objects` gives them, each table's lines written to ``out`` by
+    :func:`_record_lines` as far as it can, the per-object path going on from there (issue 29).
+    ``producer_id_blocks`` comes from ``metadata_records``' pass (its grants)."""
+    TABLES = _registry()
+
+    specs = [(name, spec) for name, spec in TABLES.items() if name != "batches" and spec.accepts(task)]
+    if task["kind"] != "segment" or not all(spec.record_decoder or name == "producer_id_blocks" for name, spec in specs):
+        yield from _internal_objects(task)
+        return
+    for name, spec in specs:
+        if name == "producer_id_blocks":
+            continue  # with metadata_records, below
+        if name == "metadata_records":
+            grants: list[dict] = []
+            start = _record_lines(task, name, spec, out, lambda row: row.get("api_key") == 15, grants)
+            yield from _internal_objects(task, start, grants)
+            continue
+        start = _record_lines(task, name, spec, out)
+        if start < task["size"]:
+            yield from _table_objects({**task, "range_start": start}, name, spec)
+
+
+def _record_lines(task: dict, name: str, spec, out, keep=None, kept: "list[dict] | None" = None) -> int:
+    """Write the lines of table ``name`` (an internal topic's records) of ``task``'s segment to
+    ``out``, from its start for as long as the extension frames its batches
+    (:func:`auditor.dump._native.data_records`: the CRC checked, records read as
+    ``iter_data_records`` reads them); returns where the per-object path must go on (the
+    file's size when it wrote them all).
+
+    A line is the row object :func:`_table_objects` would encode: the record's row from the
+    table's decoder, then the record's own fields, then the table's extra columns. Most of a
+    controller's metadata log is one 4-byte ``NoOpRecord`` after another (97,668 of the 102,539
+    metadata records of the real captures), so the decoded part of a small record's line is
+    made once. A batch holding a record that does not decode (a ``bad-record`` problem) or whose
+    columns would not keep that order stops it there. ``keep``: rows whose whole item (as the
+    per-object decoder yields it) is appended to ``kept`` (the grants ``producer_id_blocks`` is
+    made of)."""
+    from auditor.dump import _native
+    from auditor.errors import DecodeError
+    from auditor.ingest.context import CONTEXT_COLUMNS, PROBLEM_COLUMNS
+
+    decode = spec.record_decoder()
+    extra = spec.record_extra(task) if spec.record_extra else {}
+    tail = _ENCODER.encode(extra)[1:] if extra else "}"
+    tail = (", " + tail if extra else tail) + "\n"
+    # a decoded column by one of these names would not stay where the prefix puts it (_table_objects)
+    avoid = _RECORD_KEYS | set(extra) | {spec.context_name(c.name) for c in CONTEXT_COLUMNS} | {
+        c.name for c in PROBLEM_COLUMNS}
+    memo: dict[tuple, tuple] = {}
+    start = 0
+    for reached, batches in _native.data_records(task):
+        lines: list[str] = []
+        start = reached
+        for position, producer_id, epoch, transactional, recs in batches:
+            flag = "true" if transactional else "false"
+            batch: list[str] = []
+            found: list[dict] = []
+            for offset, timestamp, key, value in recs:
+                memo_key = (key, value)
+                hit = memo.get(memo_key)
+                if hit is None:
+                    try:
+                        row = decode(key, value)
+                    except DecodeError:  # a bad-record problem: the per-object path reports it
+                        batch = None
+                        break
+                    if row is not None and not avoid.isdisjoint(row):
+                        batch = None
+                        break
+                    hit = (None, None) if row is None else (
+                        _ENCODER.encode({"type": name, **row})[:-1], row if keep is not None and keep(row) else None)
+                    if len(key or b"") + len(value or b"") <= _LINE_MEMO_BYTES and len(memo) < _LINE_MEMO_ENTRIES:
+                        memo[memo_key] = hit
+                prefix, whole = hit
+                if prefix is None:
+                    continue
+                batch.append(prefix + _RECORD_FIELDS.format(offset, timestamp, position, producer_id, epoch, flag) + tail)
+                if whole is not None:
+                    found.append({**whole, "offset": offset, "timestamp": timestamp, "batch_position": position,
+                                  "batch_producer_id": producer_id, "batch_producer_epoch": epoch,
+                                  "batch_is_transactional": transactional, **extra})
+            if batch is None:
+                start = position
+                break
+            lines += batch
+            if kept is not None:
+                kept += found
+        if lines:
+            out.write("".join(lines).encode())
+        if start < reached:
+            break
+    return start
 
 
 def _descriptor(out) -> "int | None":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, Iterator
 
 import pyarrow as pa
@@ -24,6 +25,8 @@ from auditor.ingest.storage import open_input
 DUMPED_SEGMENTS = dumplog.SEGMENT_KINDS
 
 Decoder = Callable[[dict, "object"], Iterator["dict | Problem"]]
+# (key, value) -> the row of one record of an internal topic, or None (not this table's)
+RecordDecoder = Callable[["bytes | None", "bytes | None"], "dict | None"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,12 @@ class TableSpec:
     decode: Decoder
     topic: str | None = None  # only files of this topic
     doc: str = ""
+    # tables of an internal topic's records (``decode`` is :func:`_records_of` over it): what makes
+    # a record's row, imported when called; and the columns a task's rows get after the record's
+    # own (:func:`record_context`). ``dump --records`` frames a segment once and calls them
+    # (auditor.dump._run); ingestion reads them through ``decode``.
+    record_decoder: "Callable[[], RecordDecoder] | None" = None
+    record_extra: "Callable[[dict], dict] | None" = None
 
     def accepts(self, task: dict) -> bool:
         if task["kind"] not in self.kinds:
@@ -42,9 +51,9 @@ class TableSpec:
         return (self.topic is None or task["kind"] not in ("segment", *DUMPED_SEGMENTS)
                 or task.get("topic") == self.topic)
 
-    @property
-    def _own(self) -> set[str]:
-        return {c.name for c in self.columns}
+    @cached_property  # asked for every row by dump (issue 29); a frozen spec's columns do not change
+    def _own(self) -> frozenset[str]:
+        return frozenset(c.name for c in self.columns)
 
     def context_name(self, name: str) -> str:
         """Context columns a decoder also fills (a committed offset's topic, a
@@ -139,57 +148,85 @@ def _records_of(task: dict, f, decoder) -> Iterator[dict | Problem]:
         yield row
 
 
-def decode_txn_log(task: dict, f) -> Iterator[dict | Problem]:
+def _txn_record() -> RecordDecoder:
     from auditor.formats.txnlog import decode_txn_record
 
+    return decode_txn_record
+
+
+def decode_txn_log(task: dict, f) -> Iterator[dict | Problem]:
     if task["kind"] in DUMPED_SEGMENTS:
         yield from dumplog.decode_txn_log(task, f)
         return
-    yield from _records_of(task, f, decode_txn_record)
+    yield from _records_of(task, f, _txn_record())
 
 
-def _offsets_of(kind: str):
+def _offsets_record(kind: str) -> Callable[[], RecordDecoder]:
     """Records of one kind of ``__consumer_offsets`` (offset commits, classic group metadata,
     the newer protocols' group records), told apart by the key prefix before any decoding."""
-    def decode(task: dict, f) -> Iterator[dict | Problem]:
+    def make() -> RecordDecoder:
         from auditor.formats.consumer_offsets import decode_offsets_record, record_kind
 
         def only(key, value):
             return decode_offsets_record(key, value) if record_kind(key) == kind else None
 
+        return only
+
+    return make
+
+
+def _offsets_of(kind: str):
+    def decode(task: dict, f) -> Iterator[dict | Problem]:
         if task["kind"] in DUMPED_SEGMENTS:  # kafka-dump-log --offsets-decoder text: offset commits only
             if kind == "offset_commit":
                 yield from dumplog.decode_offset_commits(task, f)
             return
-        yield from _records_of(task, f, only)
+        yield from _records_of(task, f, _offsets_record(kind)())
 
     return decode
 
 
-def decode_share_state(task: dict, f) -> Iterator[dict | Problem]:
+def _share_state_record() -> RecordDecoder:
     from auditor.formats.share_state import decode_share_state_record
 
-    yield from _records_of(task, f, decode_share_state_record)
+    return decode_share_state_record
+
+
+def decode_share_state(task: dict, f) -> Iterator[dict | Problem]:
+    yield from _records_of(task, f, _share_state_record())
+
+
+def _metadata_record() -> RecordDecoder:
+    from auditor.formats.metadata import decode_metadata_value
+
+    return lambda k, v: decode_metadata_value(v) if v is not None else None
+
+
+def _metadata_extra(task: dict) -> dict:
+    """Where a metadata record was read: the log, or a snapshot (and the offset it ends at)."""
+    snapshot = task["kind"] == "kraft-snapshot"
+    return {"source": "snapshot" if snapshot else "log", "snapshot_end_offset": task.get("base_offset") if snapshot else None}
 
 
 def _metadata_rows(task: dict, f) -> Iterator[dict | Problem]:
-    from auditor.formats.metadata import decode_metadata_value
-
     if task["kind"] in DUMPED_SEGMENTS:
         yield from dumplog.decode_metadata(task, f)
         return
-    source = "snapshot" if task["kind"] == "kraft-snapshot" else "log"
-    for item in _records_of(task, f, lambda k, v: decode_metadata_value(v) if v is not None else None):
+    extra = _metadata_extra(task)
+    for item in _records_of(task, f, _metadata_record()):
         if not isinstance(item, Problem):
-            item["source"] = source
-            item["snapshot_end_offset"] = task.get("base_offset") if source == "snapshot" else None
+            item.update(extra)
         yield item
 
 
-def decode_remote_log_metadata(task: dict, f) -> Iterator[dict | Problem]:
+def _remote_log_record() -> RecordDecoder:
     from auditor.formats.remote_log_metadata import decode_remote_log_metadata as decode
 
-    yield from _records_of(task, f, decode)
+    return decode
+
+
+def decode_remote_log_metadata(task: dict, f) -> Iterator[dict | Problem]:
+    yield from _records_of(task, f, _remote_log_record())
 
 
 def decode_pid_blocks(task: dict, f) -> Iterator[dict | Problem]:
@@ -365,28 +402,29 @@ _REC = tuple(segments.RECORD_CONTEXT_COLUMNS)
 _SOURCE = (pa.field("source", pa.string()), pa.field("snapshot_end_offset", pa.int64()))
 
 register(TableSpec("transaction_log", ("segment", *DUMPED_SEGMENTS), _lazy_columns("auditor.formats.txnlog", "COLUMNS", prefix=_REC),
-                   decode_txn_log, topic="__transaction_state",
+                   decode_txn_log, topic="__transaction_state", record_decoder=_txn_record,
                    doc="every record of __transaction_state: the coordinator's state changes per transactional id"))
 register(TableSpec("offset_commits", ("segment", *DUMPED_SEGMENTS),
                    _lazy_columns("auditor.formats.consumer_offsets", "OFFSET_COMMIT_COLUMNS", prefix=_REC),
-                   _offsets_of("offset_commit"), topic="__consumer_offsets",
+                   _offsets_of("offset_commit"), topic="__consumer_offsets", record_decoder=_offsets_record("offset_commit"),
                    doc="offset commits of __consumer_offsets, with the producer of transactional commits"))
 register(TableSpec("group_metadata", ("segment",),
                    _lazy_columns("auditor.formats.consumer_offsets", "GROUP_METADATA_COLUMNS", prefix=_REC),
-                   _offsets_of("group_metadata"), topic="__consumer_offsets",
+                   _offsets_of("group_metadata"), topic="__consumer_offsets", record_decoder=_offsets_record("group_metadata"),
                    doc="group metadata records of __consumer_offsets"))
 register(TableSpec("group_records", ("segment",),
                    _lazy_columns("auditor.formats.group_records", "COLUMNS", prefix=_REC),
-                   _offsets_of("group_record"), topic="__consumer_offsets",
+                   _offsets_of("group_record"), topic="__consumer_offsets", record_decoder=_offsets_record("group_record"),
                    doc="records of the newer group protocols in __consumer_offsets (KIP-848 consumer, KIP-932 share, "
                        "KIP-1071 streams groups): members, epochs, subscriptions, assignments"))
 register(TableSpec("share_group_state", ("segment",),
                    _lazy_columns("auditor.formats.share_state", "COLUMNS", prefix=_REC),
-                   decode_share_state, topic="__share_group_state",
+                   decode_share_state, topic="__share_group_state", record_decoder=_share_state_record,
                    doc="share-partition state of KIP-932 share groups (__share_group_state): snapshots and updates"))
 register(TableSpec("metadata_records", ("segment", "kraft-snapshot", *DUMPED_SEGMENTS),
                    _lazy_columns("auditor.formats.metadata", "COLUMNS", *_SOURCE, prefix=_REC),
-                   _metadata_rows, topic="__cluster_metadata",
+                   _metadata_rows, topic="__cluster_metadata", record_decoder=_metadata_record,
+                   record_extra=_metadata_extra,
                    doc="KRaft metadata records from the __cluster_metadata log and its snapshots"))
 register(TableSpec("producer_id_blocks", ("segment", "kraft-snapshot", "zk-producer-id-block", *DUMPED_SEGMENTS),
                    _lazy_columns("auditor.formats.metadata", "PID_BLOCK_COLUMNS", pa.field("source", pa.string()),
@@ -394,7 +432,7 @@ register(TableSpec("producer_id_blocks", ("segment", "kraft-snapshot", "zk-produ
                    decode_pid_blocks, topic="__cluster_metadata", doc="producer-id blocks granted by the controller (or ZooKeeper)"))
 register(TableSpec("remote_log_segments", ("segment",),
                    _lazy_columns("auditor.formats.remote_log_metadata", "COLUMNS", prefix=_REC),
-                   decode_remote_log_metadata, topic="__remote_log_metadata",
+                   decode_remote_log_metadata, topic="__remote_log_metadata", record_decoder=_remote_log_record,
                    doc="every record of __remote_log_metadata (tiered storage, KIP-405): each remote segment's "
                        "offsets, leader epochs, size and state changes, and remote partition deletions"))
 register(TableSpec("producer_snapshots", ("producer-snapshot", "remote-producer-snapshot"),
