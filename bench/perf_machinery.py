@@ -40,8 +40,8 @@ SAMPLES = ROOT / "sample_logs"
 sys.path.insert(0, str(ROOT))
 from auditor.perf import DISABLE_ENV, PIECES  # noqa: E402
 
-# the pieces a scan or an audit goes through (freed_memory is dump's: bench/dump_vs_kafka.py)
-DEFAULT_PIECES = tuple(p for p in PIECES if p != "freed_memory")
+# the pieces a scan or an audit goes through (freed_memory and dump_split are dump's: bench/dump_vs_kafka.py)
+DEFAULT_PIECES = tuple(p for p in PIECES if p not in ("freed_memory", "dump_split"))
 CLI = [sys.executable, "-c", "from auditor.cli.main import main; main()"]
 
 

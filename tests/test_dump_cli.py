@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -138,3 +139,75 @@ def test_plain_dump_writes_what_the_click_command_writes(tmp_path):
         assert got[0].returncode == got[1].returncode == 1
         assert got[0].stdout == got[1].stdout and got[0].stdout
         assert got[0].stderr == got[1].stderr and b"truncated" in got[0].stderr
+
+
+def _sample_segments() -> "list[str]":
+    from conftest import SAMPLE_LOGS
+
+    return sorted(str(p) for p in SAMPLE_LOGS.rglob("*.log") if p.stat().st_size and p.name[0].isdigit())
+
+
+def _dump_process(args: "list[str]", env_extra: "dict | None" = None, script: "str | None" = None):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, **(env_extra or {})}
+    cmd = [sys.executable, "-c", script, *args] if script else [sys.executable, "-m", "auditor.cli.main", *args]
+    return subprocess.run(cmd, capture_output=True, env=env, timeout=300)
+
+
+def test_a_dump_of_many_files_in_two_processes_writes_what_one_writes():
+    """``txn-audit dump`` of 1-64 MiB of files forks a second process for the later files
+    (auditor.dump._split): stdout byte for byte, stderr and the exit status are one process's."""
+    from auditor.dump import _split
+
+    files = _sample_segments()
+    total = sum(Path(f).stat().st_size for f in files)
+    assert _split.MIN_BYTES <= total <= _split.MAX_BYTES and len(files) > 100
+    for records in ([], ["--records"]):
+        one = _dump_process(["dump", *records, *files], {"TXN_AUDIT_DISABLE": "dump_split"})
+        two = _dump_process(["dump", *records, *files])
+        assert one.returncode == two.returncode and one.stdout and two.stdout == one.stdout, records
+        assert two.stderr == one.stderr, records
+    # and it did fork: the plain dump, its fork counted
+    counted = _dump_process(["dump", "--records", *files], script=_COUNT_FORKS)
+    assert counted.stdout == two.stdout
+    assert counted.stderr.decode().splitlines()[-1] == "forks: 1"
+
+
+# runs auditor.cli.main.main() with auditor.dump._split.fork counted (said on stderr at exit)
+_COUNT_FORKS = """
+import sys
+from auditor.dump import _split
+real, calls = _split.fork, []
+def fork(work):
+    calls.append(1)
+    return real(work)
+_split.fork = fork
+from auditor.cli.main import main
+sys.argv = ["txn-audit", *sys.argv[1:]]
+try:
+    main()
+finally:
+    sys.stderr.write(f"forks: {len(calls)}\\n")
+"""
+
+
+def test_a_two_process_dump_stops_when_its_reader_goes_away():
+    """``dump ... | head -1``: the first process ends on the closed pipe and takes the second with
+    it (status 1, as one process ends), leaving no process behind."""
+    import os
+    import subprocess
+    import sys
+
+    files = _sample_segments()
+    p = subprocess.Popen([sys.executable, "-m", "auditor.cli.main", "dump", "--records", *files],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = p.stdout.readline()
+    p.stdout.close()
+    assert p.wait(timeout=60) == 1 and first.startswith(b'{"type": "batch"')
+    children = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+    assert children == [], children
+    p.stderr.close()
+    assert os.environ.get("TXN_AUDIT_DISABLE", "") == ""

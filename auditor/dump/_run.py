@@ -313,33 +313,72 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
     an index's preallocated zero tail is said but is not one).
 
     ``own_process``: the process does nothing but this dump (``txn-audit dump``), so what loading
-    allocates is set aside from the garbage collector (:func:`_load`); not in a process that goes
-    on (tests), whose cycles made before would never be collected."""
+    allocates is set aside from the garbage collector (:func:`_load`), and many small files may be
+    dumped by two processes (:mod:`auditor.dump._split`); not in a process that goes on (tests),
+    whose cycles made before would never be collected."""
     _load(own_process)
     from auditor.ingest.plan import make_plan
     from auditor.perf.memory import keep_freed_memory
 
     keep_freed_memory()
     plan = make_plan(list(files), split_bytes=1 << 62)
-    bad = False
     table = None
     if fmt == "table":
-        from auditor.report.console import safe, wide
+        from auditor.report.console import wide
 
         table = wide()
+    by_path = {t["path"]: t for t in plan.tasks}
+    files_here = plan.files
+    second = None
+    if own_process and table is None:
+        from auditor.dump import _split
+
+        at = _split.split_at(plan.files, by_path, records)
+        if at is not None:  # the files from ``at`` on are dumped by a forked process, at the same time
+            if records and any(t.get("topic") in _INTERNAL for t in plan.tasks):
+                _registry()  # imported once, before the fork, not once in each process
+            second = _split.fork(lambda say: _dump_files(plan.files[at:], by_path, records, None, say))
+            files_here = plan.files[:at]
+    try:
+        bad = _dump_files(files_here, by_path, records, table, _say)
+    except BaseException:
+        if second is not None:
+            second.kill()
+        raise
+    if second is not None:
+        bad = second.finish(_say) or bad
+    sys.exit(1 if bad else 0)
+
+
+def _say(what: str, *args) -> None:
+    """Print a message on stderr: ``("problem", obj, note)``, ``("skipped", path, why)`` or
+    ``("failed", why)``."""
+    if what == "problem":
+        _problem(*args)
+        return
+    from auditor.report.console import err, safe
+
+    if what == "failed":
+        err.print(f"[red]failed[/red] {safe(args[0])}")
+        return
+    path, why = args
+    err.print(f"[yellow]skipped[/yellow] {safe(path)}: {safe(why)}")
+
+
+def _dump_files(files, by_path: dict, records: bool, table, say) -> bool:
+    """Dump ``files`` (the plan's, in order) to stdout, messages through ``say`` (:func:`_say`);
+    True when a file had a problem or was skipped."""
+    bad = False
     sys.stdout.flush()
     # written by a thread: the next chunk is decoded and formatted while this one is copied out
     out = BackgroundWriter(sys.stdout.buffer)
     try:
-        by_path = {t["path"]: t for t in plan.tasks}
-        for fi in plan.files:
+        for fi in files:
             task = by_path.get(fi.path)
             if task is None:
                 bad = True
                 out.flush()
-                from auditor.report.console import err, safe
-
-                err.print(f"[yellow]skipped[/yellow] {safe(fi.path)}: {safe(fi.note or 'not a Kafka file this tool decodes')}")
+                say("skipped", fi.path, fi.note or "not a Kafka file this tool decodes")
                 continue
             fast = table is None and task["kind"] in ("segment", "kraft-snapshot")
             if not fast:
@@ -356,7 +395,7 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
                     if key not in said:
                         said.add(key)
                         out.flush()
-                        _problem(obj, note=normal)
+                        say("problem", obj, normal)
                     continue
                 if table is not None:
                     if obj["type"] == "batch":
@@ -364,10 +403,12 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
                 else:
                     out.write((_ENCODER.encode(obj) + "\n").encode())
             if table is not None:
+                from auditor.report.console import safe
+
                 _print_table(table, fi.path, batches, safe)
     finally:
         out.close()
-    sys.exit(1 if bad else 0)
+    return bad
 
 
 def _print_table(console, path: str, batches: list[dict], safe) -> None:

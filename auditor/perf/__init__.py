@@ -34,6 +34,8 @@ piece (switch)      what it does, what it buys                             what 
                     (pandas, numpy) done while the JVM starts              longer importing ``pyspark.testing``
 ``freed_memory``    :mod:`.memory`: ``dump`` keeps the big buffers it      glibc's ``mallopt`` parameters (a no-op
                     frees (glibc), fewer page faults                       elsewhere)
+``dump_split``      :mod:`auditor.dump._split`: ``dump`` of 0.25-64 MiB   ``os.fork`` (a platform without it: one
+                    of many files forks a second process for later files   process)
 ==================  =====================================================  ==========================================
 
 ``bench/perf_machinery.py`` measures them (a cold ``scan`` of one capture per run, or audits in
@@ -56,7 +58,7 @@ import os
 
 DISABLE_ENV = "TXN_AUDIT_DISABLE"
 PIECES = ("jvmcache", "py4jcache", "call_site", "c1", "parallel_gc", "df_debugging", "cached_leaf", "no_pandas",
-          "preload", "freed_memory")
+          "preload", "freed_memory", "dump_split")
 
 
 def enabled(piece: str) -> bool:
