@@ -34,8 +34,9 @@ piece (switch)      what it does, what it buys                             what 
                     (pandas, numpy) done while the JVM starts              longer importing ``pyspark.testing``
 ``freed_memory``    :mod:`.memory`: ``dump`` keeps the big buffers it      glibc's ``mallopt`` parameters (a no-op
                     frees (glibc), fewer page faults                       elsewhere)
-``dump_split``      :mod:`auditor.dump._split`: ``dump`` of 0.25-64 MiB   ``os.fork`` (a platform without it: one
-                    of many files forks a second process for later files   process)
+``dump_split``      :mod:`auditor.dump._split`: ``dump --records`` of      ``os.fork`` (a platform without it: one
+                    0.25-64 MiB of many files forks a second process for   process)
+                    the later files
 ==================  =====================================================  ==========================================
 
 ``bench/perf_machinery.py`` measures them (a cold ``scan`` of one capture per run, or audits in
