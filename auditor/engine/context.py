@@ -238,6 +238,28 @@ class AuditContext:
         return decide(rows, recovery_points=recovery, next_offsets=nxt, readable_remote_segments=readable,
                       remote_outside_lineage=outside)
 
+    @cached_property
+    def replicated_partitions(self) -> bool | None:
+        """Could some partition of the input have two replicas? False when the inventory holds
+        each (topic, partition)'s files in one log dir at most: the replicas the ``partitions``
+        view counts are log dirs holding its live batches, a subset, so none is then replicated
+        (a rule can say so without a Spark job). None when the inventory cannot tell: tables our
+        ingest did not write (its manifest's ``run_id``: only then does the inventory list every
+        file a row comes from), or blocks of ``kafka-dump-log`` text (several replicas' segments
+        in one file)."""
+        from auditor.ingest.dumplog import SEGMENT_KINDS
+
+        if not self.manifest.get("run_id"):
+            return None
+        rows = self.small_rows("files", ("log_dir", "topic", "partition", "kind"))
+        if not rows or "log_dir" not in rows[0] or any(r.get("kind") in SEGMENT_KINDS for r in rows):
+            return None
+        dirs: dict[tuple, set] = {}
+        for r in rows:
+            if r.get("topic") is not None:
+                dirs.setdefault((r["topic"], r.get("partition")), set()).add(r["log_dir"])
+        return any(len(d) > 1 for d in dirs.values())
+
     def small_rows(self, name: str, columns: tuple[str, ...]) -> list[dict] | None:
         """The rows of a small table (the inventory, checkpoints) as dicts, with those
         of ``columns`` it has; None if the table is missing. Read with pyarrow on the
