@@ -29,7 +29,8 @@ piece (switch)      what it does, what it buys                             what 
                     re-analyse the views beneath at every operation        ofRows``): under Spark Connect or after a
                                                                            rename it returns the view as it is
 ``no_pandas``       :mod:`.no_pandas`: pyarrow's one look for pandas, in   pyarrow asking for pandas elsewhere (then
-                    a decode worker, finds none (no 0.2-0.7 CPU-s import)  pandas is imported as before)
+                    a decode worker and in ``dump``'s table registry,      pandas is imported as before)
+                    finds none (no 0.16-0.7 CPU-s import)
 ``preload``         :mod:`.preload`: PySpark's Py4J converter imports      PySpark's ``NumpyArrayConverter`` no
                     (pandas, numpy) done while the JVM starts              longer importing ``pyspark.testing``
 ``freed_memory``    :mod:`.memory`: ``dump`` keeps the big buffers it      glibc's ``mallopt`` parameters (a no-op
