@@ -41,6 +41,11 @@ class TruncatedError(DecodeError):
         super().__init__(message, position, "truncated")
 
 
+class EngineStartError(Exception):
+    """The Spark driver JVM did not start (a JVM option it refuses, too small a heap, no Java):
+    the command line reports it as one line, with what the JVM said, and exits with status 2."""
+
+
 class OutputError(Exception):
     """An output directory (ingested tables, findings) could not be written: read-only, not
     permitted, or the disk filled up. Nothing was replaced: ``out`` holds what it held before.

@@ -180,10 +180,13 @@ def test_report_exit_status(scans):
 
 
 def test_failure_names_the_jvm_log(tmp_path):
-    """A driver JVM that cannot start: the last stderr line names the run's log, which holds why."""
+    """A driver JVM that cannot start: one line saying why (what the JVM said), status 2, no
+    traceback; the last stderr line names the run's log, which holds the rest."""
     proc = _run(["scan", str(SAMPLE), "-q", "--no-keep-tables", "--conf", "spark.driver.memory=bogus"],
                 _env(tmp_path), timeout=120)
-    assert proc.returncode != 0
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert ("Error: the Spark driver JVM did not start: Invalid maximum heap size: -Xmxbogus (Could not create "
+            "the Java Virtual Machine)") in proc.stderr, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("txn-audit: Spark's and the JVM's log of this run: "), proc.stderr[-2000:]
     log = Path(last.split(": ", 1)[1].split("run: ", 1)[-1])

@@ -120,12 +120,12 @@ def _build_cli():
             return super().get_command(ctx, cmd_name)
 
         def invoke(self, ctx: click.Context):
-            from auditor.errors import OutputError
+            from auditor.errors import EngineStartError, OutputError
 
             try:
                 return super().invoke(ctx)
-            except OutputError as exc:  # an output directory that cannot be written: one line, status 2
-                from auditor.report.console import safe
+            except (OutputError, EngineStartError) as exc:  # an output directory that cannot be written,
+                from auditor.report.console import safe  # a driver JVM that did not start: one line, status 2
 
                 _log_hint()
                 raise _OutputFailure(safe(str(exc), markup=False)) from None

@@ -18,8 +18,9 @@ piece (switch)      what it does, what it buys                             what 
 ``call_site``       :func:`.tuning.call_site`: the RDD call site given as  Spark's ``callSite.short``/``long``
                     a local property, so Spark does not walk the JVM       property names
                     stack for it per operator
-``c1``              :mod:`.tuning`: a small input's driver JVM compiles    HotSpot's flag
-                    with C1 only (an audit's up to 2 M batches)
+``c1``              :mod:`.tuning`: a small input's driver JVM compiles    HotSpot's flags
+                    with C1 only, on one compiler thread (an audit's up
+                    to 2 M batches)
 ``parallel_gc``     :data:`.tuning.LOCAL_JAVA_OPTIONS`: an embedded        HotSpot's flag; a JDK whose default
                     driver JVM uses the throughput collector, not G1       collector changes
 ``df_debugging``    :data:`.tuning.DF_DEBUGGING_OFF`: PySpark's DataFrame  the setting's name (PySpark 4.0)

@@ -37,8 +37,11 @@ DF_DEBUGGING_OFF = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
 # optimising compiler (C2) then spends more CPU compiling them than the audit spends running them,
 # and on two cores it takes one away from the work (measured on one capture: the C2 threads used
 # 22 of the driver JVM's 41 CPU-s). C1 alone compiles quickly into code that is good enough for
-# that; a large input keeps C2, whose code the long scans and sorts need.
-SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+# that; a large input keeps C2, whose code the long scans and sorts need. One compiler thread, not
+# HotSpot's two: the second takes CPU from the query building and the tasks for little earlier code
+# (alternating runs, idle machine: a scan of one capture 11.05-11.53 -> 10.82-11.01 s in 3 pairs,
+# of all sample_logs/ 22.65-22.76 -> 22.38-22.65 s in 3, a 1 M-batch audit 20.70-20.87 -> 20.36 s in 2).
+SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1"
 
 # An audit's tables hold their batch count (the ingest manifest), so ``audit`` chooses C1 before its
 # JVM starts for more than the small path: measured on bench/audit.py's tables (idle machine, JVM

@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
+from auditor.errors import EngineStartError
 from auditor.perf.jvmcache import driver_java_options
 from auditor.perf.preload import start as preload_start
 from auditor.perf.tuning import local_java_options, session_conf, small_input_java_options
@@ -107,6 +108,28 @@ def _open_log():
     return fh
 
 
+def _start_failure(exc: BaseException) -> str:
+    """One line for a driver JVM that did not start: the error it wrote in the run's log
+    (spark-submit's "Error: ..." before its usage text, HotSpot's "Error occurred during
+    initialization of VM" and the reason on the next line), else PySpark's error."""
+    lines: list[str] = []
+    if _log_path is not None:
+        try:
+            with open(_log_path, errors="replace") as f:
+                lines = [ln.strip() for ln in f.read(65536).splitlines() if ln.strip()]
+        except OSError:
+            pass
+    for i, ln in enumerate(lines):
+        if ln.startswith("Error"):
+            said = ln
+            if ln.startswith("Error occurred") and i + 1 < len(lines):  # the reason follows
+                said = f"{ln}: {lines[i + 1]}"
+            elif ln.startswith("Error: Could not create the Java Virtual Machine") and i:  # it precedes
+                said = f"{lines[i - 1]} ({ln[len('Error: '):].rstrip('.')})"
+            return f"the Spark driver JVM did not start: {said[:400]}"
+    return f"the Spark driver JVM did not start: {type(exc).__name__}: {exc}"
+
+
 def _launch_quiet(master: str, app_name: str, settings: Mapping[str, str]) -> None:
     """Start the driver JVM (the Py4J gateway) with its stdout and stderr in the run's log, the
     way ``SparkContext`` would start it (same ``spark-submit --conf`` settings) but with
@@ -127,6 +150,8 @@ def _launch_quiet(master: str, app_name: str, settings: Mapping[str, str]) -> No
         preload = preload_start()  # while this thread waits for the JVM to start
         try:
             SparkContext._gateway = launch_gateway(conf, popen_kwargs={"stdout": fh, "stderr": fh})
+        except Exception as exc:  # noqa: BLE001 - PySpark's JAVA_GATEWAY_EXITED and the launcher's own
+            raise EngineStartError(_start_failure(exc)) from None
         finally:
             fh.close()  # the JVM holds its own descriptors
             if preload is not None:
@@ -258,7 +283,12 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None, 
         builder = builder.config(k, v)
     if not verbose():
         _launch_quiet(resolved, app_name, settings)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - with --verbose the JVM's own lines are above it
+        if "JAVA_GATEWAY_EXITED" not in str(exc):
+            raise
+        raise EngineStartError("the Spark driver JVM did not start (what it said is above)") from None
     spark.sparkContext.setLogLevel(os.environ.get("TXN_AUDIT_SPARK_LOG_LEVEL", "ERROR"))
     return _driver_ready(spark)
 
