@@ -107,11 +107,11 @@ def run(log: Path, wh: Path, master: str, code: Path | None = None) -> tuple[flo
     one ``txn-audit batch`` process; ``code``: another checkout's package runs instead."""
     import resource
 
-    from scan import _reap
+    from scan import _reap, checkout_env
 
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     if code is not None:
-        env["PYTHONPATH"] = str(code)
+        env = checkout_env(code, env)
         env.setdefault("TXN_AUDIT_DELTA_JARS", str(ROOT / "build" / "delta" / "jars"))
     cmd = [sys.executable, "-c", "from auditor.cli.main import main; main()", "batch", "--input", str(log),
            "--warehouse", str(wh), "--master", master, "-q"]

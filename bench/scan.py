@@ -132,6 +132,18 @@ def run_child(dirs: list[str]) -> dict:
     return data
 
 
+def checkout_env(code: Path, env: dict) -> dict:
+    """``env`` running another checkout's package (``PYTHONPATH``), with that checkout's rule
+    catalog linked as ``auditor/rules`` in it: the editable install maps ``auditor.rules`` to
+    this checkout's ``rules/`` (setup.py's package_dir), so without the link a baseline ran its
+    own engine with *this* version's rules (found 2026-11-26: a rule calling a context property
+    the baseline lacked failed there)."""
+    link = code / "auditor" / "rules"
+    if not link.exists():
+        link.symlink_to(Path("..") / "rules")
+    return {**env, "PYTHONPATH": str(code)}
+
+
 def run_cli(dirs: list[str], code: Path | None = None) -> tuple[float, float]:
     """Wall time and CPU seconds (the process, its driver JVM and every other descendant) of a
     whole first ``txn-audit scan`` of ``dirs`` (no tables kept from an earlier scan: a fresh
@@ -142,7 +154,7 @@ def run_cli(dirs: list[str], code: Path | None = None) -> tuple[float, float]:
 
     env = dict(os.environ)
     if code is not None:
-        env["PYTHONPATH"] = str(code)
+        env = checkout_env(code, env)
     home = tempfile.mkdtemp(prefix="bench-scan-tables-")
     env["TXN_AUDIT_TABLES_HOME"] = home
     cmd = [sys.executable, "-c", "from auditor.cli.main import main; main()", "scan", *dirs, "--format", "json", "-q"]
