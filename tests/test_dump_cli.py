@@ -210,7 +210,7 @@ def test_a_two_process_dump_stops_when_its_reader_goes_away(tmp_path):
     shutil.copyfile(files[0], mark)
     files.append(str(mark))
     assert _split.split_at([type("F", (), {"path": f})() for f in files],
-                           {f: {"size": Path(f).stat().st_size} for f in files}, True) is not None
+                           {f: {"size": Path(f).stat().st_size} for f in files}, True, ("__cluster_metadata",)) is not None
     p = subprocess.Popen([sys.executable, "-m", "auditor.cli.main", "dump", "--records", *files],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first = p.stdout.readline()

@@ -333,7 +333,7 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
     if own_process and table is None:
         from auditor.dump import _split
 
-        at = _split.split_at(plan.files, by_path, records)
+        at = _split.split_at(plan.files, by_path, records, _INTERNAL)
         if at is not None:  # the files from ``at`` on are dumped by a forked process, at the same time
             if records and any(t.get("topic") in _INTERNAL for t in plan.tasks):
                 _registry()  # imported once, before the fork, not once in each process

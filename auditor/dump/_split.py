@@ -47,16 +47,15 @@ FILE_WEIGHT = 20_000
 FIRST_SHARE = 0.4
 
 
-def split_at(files: list, by_path: dict, records: bool) -> "int | None":
-    """The index of the first file the forked process dumps, or None (one process)."""
+def split_at(files: list, by_path: dict, records: bool, internal: "tuple[str, ...]" = ()) -> "int | None":
+    """The index of the first file the forked process dumps, or None (one process). ``internal``:
+    the topics whose records become table rows (``auditor.dump._run._INTERNAL``)."""
     if not records or not enabled("dump_split") or (os.cpu_count() or 1) < 2 or len(files) < 2:
         return None
     tasks = [by_path.get(f.path) for f in files]
     if not MIN_BYTES <= sum(int(t["size"]) for t in tasks if t) <= MAX_BYTES:
         return None
-    from auditor.dump._run import _INTERNAL
-
-    weights = [FILE_WEIGHT + (int(t["size"]) * (INTERNAL_WEIGHT if records and t.get("topic") in _INTERNAL else 1)
+    weights = [FILE_WEIGHT + (int(t["size"]) * (INTERNAL_WEIGHT if records and t.get("topic") in internal else 1)
                               if t else 0) for t in tasks]
     total, run = sum(weights), 0
     for i, n in enumerate(weights):
