@@ -47,11 +47,10 @@ def _table_objects(task: dict, name: str, spec) -> Iterator[dict]:
     goes, the record's own stays (a committed offset's topic and partition, a metadata record's
     broker id)."""
     _registry()
-    from auditor.ingest.context import CONTEXT_COLUMNS, PROBLEM_COLUMNS
     from auditor.ingest.tables import iter_rows
 
     # deleted from a copy, not filtered key by key: a metadata row has ~35 columns (issue 29)
-    drop = {spec.context_name(c.name) for c in CONTEXT_COLUMNS} | {c.name for c in PROBLEM_COLUMNS}
+    drop = _dropped(spec)
     kind = "batch" if name == "batches" else name
     for row in iter_rows(spec, task):
         if row.get("_problem_kind"):
@@ -63,6 +62,14 @@ def _table_objects(task: dict, name: str, spec) -> Iterator[dict]:
         for k in drop.intersection(row):
             del obj[k]
         yield obj
+
+
+def _dropped(spec) -> frozenset[str]:
+    """The columns of ``spec``'s rows a dump line leaves out: the context (as the table names it:
+    ``log_<name>`` where the decoder fills ``<name>`` too) and the problem columns."""
+    from auditor.ingest.context import CONTEXT_COLUMNS, PROBLEM_COLUMNS
+
+    return frozenset({spec.context_name(c.name) for c in CONTEXT_COLUMNS} | {c.name for c in PROBLEM_COLUMNS})
 
 
 def _registry() -> dict:
@@ -229,15 +236,12 @@ def _record_lines(task: dict, name: str, spec, out, keep=None, kept: "list[dict]
     made of)."""
     from auditor.dump import _native
     from auditor.errors import DecodeError
-    from auditor.ingest.context import CONTEXT_COLUMNS, PROBLEM_COLUMNS
-
     decode = spec.record_decoder()
     extra = spec.record_extra(task) if spec.record_extra else {}
     tail = _ENCODER.encode(extra)[1:] if extra else "}"
     tail = (", " + tail if extra else tail) + "\n"
     # a decoded column by one of these names would not stay where the prefix puts it (_table_objects)
-    avoid = _RECORD_KEYS | set(extra) | {spec.context_name(c.name) for c in CONTEXT_COLUMNS} | {
-        c.name for c in PROBLEM_COLUMNS}
+    avoid = _RECORD_KEYS | set(extra) | _dropped(spec)
     memo: dict[tuple, tuple] = {}
     start = 0
     for reached, batches in _native.data_records(task):
