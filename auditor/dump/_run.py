@@ -351,7 +351,24 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
         raise
     if second is not None:
         bad = second.finish(_say) or bad
-    sys.exit(1 if bad else 0)
+    code = 1 if bad else 0
+    if own_process:
+        _end_process(code)
+    sys.exit(code)
+
+
+def _end_process(code: int) -> None:
+    """End a process that did nothing but this dump without the interpreter's teardown: what is
+    left to do at exit is freeing what was loaded (pyarrow, numpy, the registry), ~0.03 s of a
+    ~0.6 s dump of many small files (issue 29). Standard output and error are flushed first (a
+    closed pipe raises here, as at a normal exit); nothing else in such a process waits for exit
+    (no atexit handler, no open output file: the writer threads are joined, the second half's
+    temporary files closed)."""
+    import os
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _say(what: str, *args) -> None:

@@ -12,7 +12,8 @@ newer broker's records still decode.
 from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
-from typing import Any, Sequence
+from functools import lru_cache
+from typing import Any, Callable, Sequence
 
 from auditor.errors import DecodeError
 from auditor.formats.binary import Reader
@@ -20,6 +21,7 @@ from auditor.formats.binary import Reader
 UNKNOWN_TAGS = "_unknown_tags"
 
 
+@lru_cache(maxsize=None)  # a schema's few dozen version strings, asked for every field of every record
 def _parse_versions(spec: str | None) -> tuple[int, int] | None:
     """``"0+"`` -> (0, inf); ``"1-3"`` -> (1, 3); ``"2"`` -> (2, 2); None/"none" -> None."""
     if spec is None or spec == "none":
@@ -125,21 +127,53 @@ def _short_uvarint(r: Reader, what: str) -> int:
     return v
 
 
+# (name, read or None, default) per field, in the schema's order, and the tagged fields by tag
+_Plan = tuple[tuple[tuple[str, "Callable[[Reader], Any] | None", Any], ...], dict[int, Field]]
+# (id of a field list, version, flexible) -> (its plan, the list: kept alive so that its id is not reused)
+_PLANS: dict[tuple[int, int, bool], tuple[_Plan, Sequence[Field]]] = {}
+# the scalar types read by a Reader method of no argument
+_SCALARS = {"int8": Reader.int8, "int16": Reader.int16, "uint16": Reader.uint16, "int32": Reader.int32,
+            "int64": Reader.int64, "float64": Reader.float64, "bool": Reader.boolean, "uuid": Reader.uuid}
+
+
 def _struct(fields: Sequence[Field], r: Reader, version: int, flexible: bool) -> dict[str, Any]:
+    # which fields a version has, which are tagged and how each is read are the same for every
+    # record of that version: worked out once (metadata logs hold ~10^5 small records)
+    key = (id(fields), version, flexible)
+    held = _PLANS.get(key)
+    if held is None:
+        held = _PLANS[key] = (_plan(fields, version, flexible), fields)
+    steps, tagged = held[0]
     out: dict[str, Any] = {}
+    for name, read, default in steps:
+        out[name] = default if read is None else read(r)
+    if flexible:
+        _tagged_section(r, version, tagged, out)
+    return out
+
+
+def _plan(fields: Sequence[Field], version: int, flexible: bool) -> _Plan:
+    steps = []
     tagged: dict[int, Field] = {}
     for f in fields:
         if flexible and f.tagged_in(version):
             tagged[f.tag] = f  # type: ignore[index]
-            out[f.name] = _default(f)
-            continue
-        if not f.present(version):
-            out[f.name] = _default(f)
-            continue
-        out[f.name] = _value(f, f.type, r, version, flexible)
-    if flexible:
-        _tagged_section(r, version, tagged, out)
-    return out
+            steps.append((f.name, None, _default(f)))
+        elif not f.present(version):
+            steps.append((f.name, None, _default(f)))
+        else:
+            steps.append((f.name, _reader(f, version, flexible), None))
+    return tuple(steps), tagged
+
+
+def _reader(f: Field, version: int, flexible: bool) -> "Callable[[Reader], Any]":
+    """How ``f`` is read at ``version``: what :func:`_value` does for it, chosen once."""
+    scalar = _SCALARS.get(f.type)
+    if scalar is not None:
+        return scalar
+    if f.type == "string":
+        return lambda r: r.string(flexible, nullable=True)
+    return lambda r: _value(f, f.type, r, version, flexible)
 
 
 def _tagged_section(r: Reader, version: int, tagged: dict[int, Field], out: dict[str, Any]) -> None:

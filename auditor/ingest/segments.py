@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import BinaryIO, Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from auditor.errors import DecodeError
 from auditor.formats.batch import BatchHeader, LogProblem, iter_segment, read_payload
@@ -103,7 +102,8 @@ def iter_batches_columnar(
         cepoch: list = [None] * n
         bad = item.column("crc_valid").to_pylist()
         ctl = item.column("is_control").to_pylist()
-        lost = pc.less(item.column("record_count"), 0).to_pylist()  # legacy wrappers whose records cannot be read
+        # legacy wrappers whose records cannot be read (a plain list: pyarrow.compute costs ~30 ms to import)
+        lost = [c < 0 for c in item.column("record_count").to_pylist()]
         rows = None
         for i in range(n):
             if not bad[i] or ctl[i] or lost[i]:
