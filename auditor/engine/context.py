@@ -22,6 +22,7 @@ from auditor.engine.views import FACTS, HELPERS, VIEWS
 from auditor.model.livelog import Liveness, decide, recovery_points, row_bounds_columns
 from auditor.model.producer_state.spark import REPLICA
 from auditor.perf.cached_leaf import cached_leaf
+from auditor.spark.literals import in_strings
 
 # a file inside a partition directory the broker retired, for tables without an inventory
 RETIRED_REPLICA_FILE = r"\.[0-9a-fA-F]{32}-(delete|stray)/[^/]+$"
@@ -148,21 +149,21 @@ class AuditContext:
             by_name = (f.contains("-delete/") | f.contains("-stray/")) & f.rlike(RETIRED_REPLICA_FILE)
             return df.where(~F.coalesce(by_name, F.lit(False)))
         # tiered storage: remote files read by several replicas are joined to each (below)
-        fan = {p: lv.replicas for p, lv in live.items() if lv.replicas} if "log_dir" in df.columns else {}
+        fan = self._remote_fan if "log_dir" in df.columns else {}
         remote = None
         if fan:
-            remote = self._remote_replica_rows(df, fan, name)  # an inner join on file: those files' rows only
+            remote = self._remote_replica_rows(df, name)  # an inner join on file: those files' rows only
             if len(fan) > MAX_ISIN_FILES:
                 paths = self.spark.createDataFrame([(p,) for p in sorted(fan)], "file string")
                 df = df.join(F.broadcast(paths), "file", "left_anti")
             else:
-                df = df.where(~F.col("file").isin(sorted(fan)))
+                df = df.where(~in_strings("file", sorted(fan)))
         dead = sorted(p for p, lv in live.items() if not lv.live and p not in fan)
         if len(dead) > MAX_ISIN_FILES:
             gone = self.spark.createDataFrame([(p,) for p in dead], "file string")
             df = df.join(F.broadcast(gone), "file", "left_anti")
         elif dead:
-            df = df.where(~F.col("file").isin(dead))
+            df = df.where(~in_strings("file", dead))
         cols = row_bounds_columns(name)
         bounded = [lv for lv in live.values() if lv.bounded and lv.path not in fan]
         if cols and bounded:
@@ -176,14 +177,16 @@ class AuditContext:
                 df = df.where(~((F.col("file") == lv.path) & cut))
         return df if remote is None else df.unionByName(remote)
 
-    def _remote_replica_rows(self, df, fan: dict[str, tuple], name: str):
-        """The rows of remote (tiered) files, once per replica whose log holds them
-        (``Liveness.replicas``, :func:`auditor.model.livelog.decide`): with that replica's log
-        dir, broker and cluster, cut at its local log start. Every replica of a tiered partition
-        reads the one remote log below its own local log start (RemoteLogManager.read, Kafka
-        4.3.1), so the files are decoded once and joined here to each replica."""
-        from pyspark.sql import functions as F
+    @cached_property
+    def _remote_fan(self) -> dict[str, tuple]:
+        """Remote (tiered) files read by several replicas: path -> ``Liveness.replicas``."""
+        return {p: lv.replicas for p, lv in (self.live_log or {}).items() if lv.replicas}
 
+    @cached_property
+    def _remote_replicas(self):
+        """(file, _log_dir, _broker_id, _cluster_id, _end_offset): each remote file of
+        :attr:`_remote_fan` once per replica whose live log holds it, with that replica's log dir,
+        broker, cluster and local log start; one DataFrame for every table of the audit."""
         from auditor.model.clusters import cluster_key
 
         owner = {}
@@ -191,10 +194,19 @@ class AuditContext:
             if r.get("log_dir") is not None and r.get("dir_status") == "live":
                 owner.setdefault(r["log_dir"], (r.get("broker_id"), cluster_key(r.get("cluster_id"), r["log_dir"])))
         rows = [(path, d, *owner.get(d, (None, cluster_key(None, d))), lv.end_offset)
-                for path, per in sorted(fan.items()) for d, lv in per if lv.live]
-        reps = self.spark.createDataFrame(rows, "file string, _log_dir string, _broker_id int, _cluster_id string, "
+                for path, per in sorted(self._remote_fan.items()) for d, lv in per if lv.live]
+        return self.spark.createDataFrame(rows, "file string, _log_dir string, _broker_id int, _cluster_id string, "
                                                 "_end_offset bigint")
-        out = df.join(F.broadcast(reps), "file")
+
+    def _remote_replica_rows(self, df, name: str):
+        """The rows of remote (tiered) files, once per replica whose log holds them
+        (``Liveness.replicas``, :func:`auditor.model.livelog.decide`): with that replica's log
+        dir, broker and cluster, cut at its local log start. Every replica of a tiered partition
+        reads the one remote log below its own local log start (RemoteLogManager.read, Kafka
+        4.3.1), so the files are decoded once and joined here to each replica."""
+        from pyspark.sql import functions as F
+
+        out = df.join(F.broadcast(self._remote_replicas), "file")
         cols = row_bounds_columns(name)
         if cols:
             out = out.where(F.col("_end_offset").isNull() | (F.col(cols[1]) < F.col("_end_offset")))
@@ -225,7 +237,7 @@ class AuditContext:
         if swaps:  # tables written before files.next_offset: the swap segments' ends from their batches
             from pyspark.sql import functions as F
 
-            nxt = {r["file"]: r["n"] for r in self.load("batches").where(F.col("file").isin(swaps)).groupBy("file")
+            nxt = {r["file"]: r["n"] for r in self.load("batches").where(in_strings("file", swaps)).groupBy("file")
                    .agg((F.max("last_offset") + 1).alias("n")).collect()}
         readable, outside = None, None
         if any(r.get("dir_status") == "remote" for r in rows) and self.remote_metadata:
