@@ -187,8 +187,8 @@ def _internal_objects(task: dict, start: int = 0, grants_before: "list[dict]" = 
 
 
 # a record's own fields in its row, after its table's columns (auditor.ingest.segments.record_context)
-_RECORD_FIELDS = (', "offset": {}, "timestamp": {}, "batch_position": {}, "batch_producer_id": {}, '
-                  '"batch_producer_epoch": {}, "batch_is_transactional": {}')
+# a record line after its decoded part: the record's fields (f-string in _record_lines), then its batch's
+_BATCH_FIELDS = ', "batch_position": {}, "batch_producer_id": {}, "batch_producer_epoch": {}, "batch_is_transactional": {}'
 _RECORD_KEYS = frozenset(("type", "offset", "timestamp", "batch_position", "batch_producer_id",
                           "batch_producer_epoch", "batch_is_transactional"))
 _LINE_MEMO_BYTES = 64  # key + value: the controller's NoOpRecord is a 4-byte value (decode_metadata_value's memo)
@@ -248,7 +248,8 @@ def _record_lines(task: dict, name: str, spec, out, keep=None, kept: "list[dict]
         lines: list[str] = []
         start = reached
         for position, producer_id, epoch, transactional, recs in batches:
-            flag = "true" if transactional else "false"
+            # the batch's part of each line, once per batch (a line per record: ~10^5 in a metadata log)
+            after = _BATCH_FIELDS.format(position, producer_id, epoch, "true" if transactional else "false") + tail
             batch: list[str] = []
             found: list[dict] = []
             for offset, timestamp, key, value in recs:
@@ -270,7 +271,7 @@ def _record_lines(task: dict, name: str, spec, out, keep=None, kept: "list[dict]
                 prefix, whole = hit
                 if prefix is None:
                     continue
-                batch.append(prefix + _RECORD_FIELDS.format(offset, timestamp, position, producer_id, epoch, flag) + tail)
+                batch.append(f'{prefix}, "offset": {offset}, "timestamp": {timestamp}{after}')
                 if whole is not None:
                     found.append({**whole, "offset": offset, "timestamp": timestamp, "batch_position": position,
                                   "batch_producer_id": producer_id, "batch_producer_epoch": epoch,
