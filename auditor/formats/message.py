@@ -129,7 +129,8 @@ def _short_uvarint(r: Reader, what: str) -> int:
 
 # (name, read or None, default) per field, in the schema's order, and the tagged fields by tag
 _Plan = tuple[tuple[tuple[str, "Callable[[Reader], Any] | None", Any], ...], dict[int, Field]]
-# (id of a field list, version, flexible) -> (its plan, the list: kept alive so that its id is not reused)
+# (id of a field list, version, flexible) -> (its plan, the list: kept alive so that its id is not reused);
+# the field lists are the schemas' module constants (auditor.formats), so this holds a few hundred entries
 _PLANS: dict[tuple[int, int, bool], tuple[_Plan, Sequence[Field]]] = {}
 # the scalar types read by a Reader method of no argument
 _SCALARS = {"int8": Reader.int8, "int16": Reader.int16, "uint16": Reader.uint16, "int32": Reader.int32,
