@@ -55,7 +55,7 @@ def split_at(files: list, by_path: dict, records: bool, internal: "tuple[str, ..
     tasks = [by_path.get(f.path) for f in files]
     if not MIN_BYTES <= sum(int(t["size"]) for t in tasks if t) <= MAX_BYTES:
         return None
-    weights = [FILE_WEIGHT + (int(t["size"]) * (INTERNAL_WEIGHT if records and t.get("topic") in internal else 1)
+    weights = [FILE_WEIGHT + (int(t["size"]) * (INTERNAL_WEIGHT if t.get("topic") in internal else 1)
                               if t else 0) for t in tasks]
     total, run = sum(weights), 0
     for i, n in enumerate(weights):
