@@ -135,20 +135,33 @@ def producer_batches(ctx):
     return model.producer_batches(ctx.table("batches"))
 
 
-@view(uses=("producer_batches",))
+@view(uses=("partitions",))
+def replica_ids(ctx):
+    """A dense int per replica of the live log (:func:`auditor.model.producer_state.spark.replica_ids`),
+    persisted (one row per replica): the producer state is sorted by it, not by the replica's strings."""
+    from auditor.model.producer_state import spark as model
+
+    return ctx.persist(model.replica_ids(ctx.partitions))
+
+
+@view(uses=("producer_batches", "replica_ids"))
 def sequence_breaks(ctx):
     """:func:`auditor.model.producer_state.spark.sequence_breaks`, persisted (tiny on a healthy log)."""
     from auditor.model.producer_state import spark as model
 
-    return ctx.persist(model.sequence_breaks(ctx.producer_batches))
+    ids = ctx.replica_ids
+    breaks = model.sequence_breaks(model.by_replica_id(ctx.producer_batches, ids), key=["replica_id"])
+    return ctx.persist(model.with_replica(breaks, ids))
 
 
-@view(uses=("producer_batches",))
+@view(uses=("producer_batches", "replica_ids"))
 def transactions(ctx):
     """:func:`auditor.model.producer_state.spark.transactions`: one row per transaction per replica, persisted."""
     from auditor.model.producer_state import spark as model
 
-    return ctx.persist(model.transactions(ctx.producer_batches))
+    ids = ctx.replica_ids
+    txns = model.transactions(model.by_replica_id(ctx.producer_batches, ids), key=["replica_id"])
+    return ctx.persist(model.with_replica(txns, ids))
 
 
 @view(uses=("transactions",))
