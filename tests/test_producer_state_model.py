@@ -206,3 +206,32 @@ def test_clean_shutdown_without_snapshot_loads_no_producers():
 def test_sequence_wraps_after_int32_max():
     assert ref.first_sequence(1, 3) == ref.INT32_MAX - 1
     assert ref.in_sequence(ref.INT32_MAX, 0) and not ref.in_sequence(5, 7)
+
+
+@pytest.mark.spark
+def test_keyed_by_replica_id_same_rows_as_by_the_replica_columns(spark):
+    """A large dump's producer state is sorted by a dense replica id and the replica's columns
+    joined back (``engine.views._per_producer``): the same transactions and sequence breaks as
+    keyed by the columns themselves, for replicas that differ in one key column each, a null
+    broker id (a log dir without meta.properties) among them."""
+    log = [batch(0, 7, 0, seq=0, txn=True), batch(1, 7, 0, seq=1, txn=True), batch(2, 7, control="COMMIT", coord=3),
+           batch(3, 8, 1, seq=0), batch(4, 8, 1, seq=1), batch(5, 8, 1, seq=5), batch(6, 8, 1, seq=5),
+           batch(7, 7, 0, seq=2, txn=True), batch(8, 8, 2, seq=0), batch(9, 7, 0, seq=3, n=2, txn=True)]
+    keys = [("c", 1, "/d", "t", 0), ("c", None, "/d", "t", 0), ("c", 2, "/d", "t", 0), ("c", 1, "/e", "t", 0),
+            ("c", 1, "/d", "u", 0), ("c", 1, "/d", "t", 1), ("c2", 1, "/d", "t", 0)]
+    cols = [c.split()[0] for c in BATCH_SCHEMA.split(", ")]
+    rows = []
+    for k, key in enumerate(keys):
+        kv = dict(zip(REPLICA, key))
+        # each replica a slightly different log: the k-th replica lacks its k-th batch
+        rows += [tuple({**kv, **b}[c] for c in cols) for i, b in enumerate(log) if i != k]
+    pb = model.producer_batches(spark.createDataFrame(rows, BATCH_SCHEMA))
+    ids = model.replica_ids(pb)
+    assert sorted(r["replica_id"] for r in ids.collect()) == list(range(1, len(keys) + 1))
+    keyed = model.by_replica_id(pb, ids)
+    assert keyed.count() == pb.count()
+    for derive in (model.transactions, model.sequence_breaks):
+        want = derive(pb).collect()
+        got = model.with_replica(derive(keyed, key=["replica_id"]), ids).collect()
+        assert want and {tuple(r[c] for c in REPLICA) for r in want} == set(keys)
+        assert sorted(map(repr, got)) == sorted(map(repr, want))

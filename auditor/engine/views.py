@@ -138,10 +138,26 @@ def producer_batches(ctx):
 @view(uses=("partitions",))
 def replica_ids(ctx):
     """A dense int per replica of the live log (:func:`auditor.model.producer_state.spark.replica_ids`),
-    persisted (one row per replica): the producer state is sorted by it, not by the replica's strings."""
+    persisted (one row per replica): a large dump's producer state is sorted by it, not by the
+    replica's strings."""
     from auditor.model.producer_state import spark as model
 
     return ctx.persist(model.replica_ids(ctx.partitions))
+
+
+def _per_producer(ctx, derive):
+    """``derive(producer batches, key)`` keyed by the replica id on a large dump, the replica's
+    strings joined back on its (much smaller) result: sorting 1 M batches by an int instead of
+    three strings and two ints halves the two window stages (bench/README.md, stop 39). A small
+    dump (one partition, :attr:`AuditContext.single_partition`) sorts a few thousand rows, where
+    the join and the ids' window would only add plans to build: it keeps the replica's columns
+    (``tests/test_scenarios.py::test_audit_modes_agree`` holds both shapes to the same findings)."""
+    from auditor.model.producer_state import spark as model
+
+    if ctx.single_partition:
+        return derive(ctx.producer_batches, model.REPLICA)
+    ids = ctx.replica_ids
+    return model.with_replica(derive(model.by_replica_id(ctx.producer_batches, ids), ["replica_id"]), ids)
 
 
 @view(uses=("producer_batches", "replica_ids"))
@@ -149,9 +165,7 @@ def sequence_breaks(ctx):
     """:func:`auditor.model.producer_state.spark.sequence_breaks`, persisted (tiny on a healthy log)."""
     from auditor.model.producer_state import spark as model
 
-    ids = ctx.replica_ids
-    breaks = model.sequence_breaks(model.by_replica_id(ctx.producer_batches, ids), key=["replica_id"])
-    return ctx.persist(model.with_replica(breaks, ids))
+    return ctx.persist(_per_producer(ctx, lambda pb, key: model.sequence_breaks(pb, key=key)))
 
 
 @view(uses=("producer_batches", "replica_ids"))
@@ -159,9 +173,7 @@ def transactions(ctx):
     """:func:`auditor.model.producer_state.spark.transactions`: one row per transaction per replica, persisted."""
     from auditor.model.producer_state import spark as model
 
-    ids = ctx.replica_ids
-    txns = model.transactions(model.by_replica_id(ctx.producer_batches, ids), key=["replica_id"])
-    return ctx.persist(model.with_replica(txns, ids))
+    return ctx.persist(_per_producer(ctx, lambda pb, key: model.transactions(pb, key=key)))
 
 
 @view(uses=("transactions",))

@@ -58,10 +58,13 @@ def replica_ids(replicas):
 
 def by_replica_id(df, ids):
     """``df`` with ``replica_id`` in place of the replica's columns (``ids``: :func:`replica_ids`
-    of a superset of ``df``'s replicas)."""
+    of a superset of ``df``'s replicas). Matched null-safe: a log dir without meta.properties has
+    no broker id, and its batches are a replica like any other."""
     from pyspark.sql import functions as F
 
-    return df.join(F.broadcast(ids), REPLICA).drop(*REPLICA)
+    small = F.broadcast(ids.select(*(F.col(c).alias(f"_id_{c}") for c in REPLICA), "replica_id"))
+    cond = [df[c].eqNullSafe(small[f"_id_{c}"]) for c in REPLICA]
+    return df.join(small, cond, "inner").drop(*REPLICA, *(f"_id_{c}" for c in REPLICA))
 
 
 def with_replica(df, ids):
