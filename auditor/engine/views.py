@@ -296,7 +296,7 @@ def coverage(ctx):
     from auditor.model import coverage
 
     files = ctx.small_rows("files", ("cluster_id", "broker_id", "log_dir", "topic", "partition", "kind", "status",
-                                      "dir_status", "base_offset", "tables"))
+                                      "dir_status", "file_status", "path", "base_offset", "tables"))
     cov = coverage.build(files, ctx.manifest.get("not_given") or [], lambda: partition_counts(ctx.tables_dir, None),
                          ctx.manifest.get("brokers"))
     if ctx.remote_metadata:

@@ -37,6 +37,7 @@ given file by file, one per cluster) and handed to Spark as tiny DataFrames.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 
 from auditor.model.clusters import cluster_key
@@ -59,7 +60,7 @@ COORDINATOR_COVERAGE_SCHEMA = (
 class Coverage:
     """The rows of the three coverage views, built from the inventory and the manifest."""
 
-    replicas: list[tuple]  # REPLICA_COVERAGE_SCHEMA, only partitions given file by file
+    replicas: list[tuple]  # REPLICA_COVERAGE_SCHEMA: partitions given file by file, or with a segment not read
     inventoried: bool  # False: tables without a ``files`` inventory (hand-made): taken as whole log dirs
     log_dirs: list[tuple]  # LOG_DIR_SCHEMA, one per log dir of the input
     coordinator: list[tuple]  # COORDINATOR_COVERAGE_SCHEMA, one per cluster
@@ -121,6 +122,7 @@ def build(files: list[dict] | None, not_given: list[dict], partition_counts, bro
             c = g["cluster_id"]
         replicas.append((c, b, g["log_dir"], g["topic"], g["partition"], "file", g["before"], g["after"],
                          g["between"], g["next_not_given_offset"], g.get("gap_from_offset"), g.get("gap_to_offset")))
+    replicas = _with_unread_segments(replicas, files)
     log_dirs = []
     # (cluster, log dir) pairs holding partitions of the input (the parent of a partition dir given alone too)
     pairs = {(cluster_key(f.get("cluster_id"), f["log_dir"]), f["log_dir"]): f.get("broker_id") for f in files
@@ -158,6 +160,51 @@ def build(files: list[dict] | None, not_given: list[dict], partition_counts, bro
             complete = len(have) > 0 and have >= set(range(expected))
             coordinator.append((c, len(have), expected, source, complete))
     return Coverage(replicas, True, log_dirs, coordinator, text_dumps=text_dump_lacks(files))
+
+
+def _with_unread_segments(replicas: list[tuple], files: list[dict]) -> list[tuple]:
+    """``replicas`` with each live segment the inventory lists but could not read at all
+    (status ``unreadable``: gone before it was opened -- retention deleting it while a running
+    broker was scanned -- or not readable) counted as a segment left out: before the first segment
+    read, after the last, or between them (with the offsets bounding the gap), as for a segment the
+    user did not give. What the rules see of the partition lacks its batches either way; a producer's
+    sequences running on across it are not a gap the log holds (``tests/test_running_broker.py``)."""
+    read: dict[tuple, list[int]] = {}
+    unread: dict[tuple, list[int]] = {}
+    broker: dict[tuple, object] = {}
+    for f in files:
+        if f.get("kind") != "segment" or f.get("file_status") != "live" \
+                or f.get("topic") is None or f.get("partition") is None or f.get("log_dir") is None:
+            continue
+        base = f.get("base_offset")
+        if base is None:  # a file that could not even be looked at (a broken link): its name says
+            name = posixpath.basename(f.get("path") or "")
+            base = int(name[:20]) if len(name) == 24 and name[:20].isdigit() and name.endswith(".log") else None
+        if base is None:
+            continue
+        k = (cluster_key(f.get("cluster_id"), f["log_dir"]), f["log_dir"], f["topic"], f["partition"])
+        broker.setdefault(k, f.get("broker_id"))
+        (unread if f.get("status") == "unreadable" else read).setdefault(k, []).append(base)
+    if not unread:
+        return replicas
+    rows = {(r[0], r[2], r[3], r[4]): list(r) for r in replicas}
+    for k, gone in unread.items():
+        segs = sorted(read.get(k, []))
+        lo, hi = (segs[0], segs[-1]) if segs else (None, None)
+        before = [b for b in gone if lo is None or b < lo]
+        after = sorted(b for b in gone if hi is not None and b > hi)
+        between = sorted(b for b in gone if lo is not None and lo < b < hi)
+        r = rows.setdefault(k, [k[0], broker[k], k[1], k[2], k[3], "directory", 0, 0, 0, None, None, None])
+        r[6] += len(before)
+        r[7] += len(after)
+        r[8] += len(between)
+        if after:
+            r[9] = after[0] if r[9] is None else min(r[9], after[0])
+        if between:
+            to = min((b for b in segs if b > between[-1]), default=None)
+            r[10] = between[0] if r[10] is None else min(r[10], between[0])
+            r[11] = to if r[11] is None or to is None else max(r[11], to)
+    return [tuple(r) for r in rows.values()]
 
 
 # kinds of the inventory rows of kafka-dump-log text (auditor.ingest.dumplog)
