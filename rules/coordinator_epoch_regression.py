@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
-from auditor.engine.views import REPLICA
+from auditor.engine.views import REPLICA, join_replica
 
 EVIDENCE = (
     Evidence("marker_type", "string", "COMMIT or ABORT: the late marker's decision"),
@@ -116,7 +116,7 @@ def run(ctx):
                      F.lit("coordinator-partition").alias("scope"), F.lit(None).cast("long").alias("idle_ms"),
                      F.lit(None).cast("string").alias("cause"))
         # a regression already reported for the producer itself is not repeated partition-wide
-        c = c.join(p.select(*REPLICA, "producer_id", "marker_offset"), [*REPLICA, "producer_id", "marker_offset"], "left_anti")
+        c = join_replica(c, p.select(*REPLICA, "producer_id", "marker_offset"), "left_anti", on=["producer_id", "marker_offset"])
         f = p.select(*cols).unionByName(c.select(*cols))
     else:
         f = p.withColumn("transactional_id", F.lit(None).cast("string")).withColumn(

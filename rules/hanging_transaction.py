@@ -63,7 +63,7 @@ from __future__ import annotations
 
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
-from auditor.engine.views import REPLICA
+from auditor.engine.views import REPLICA, join_replica
 from auditor.rules._common import ABORT, COORDINATOR_EPOCH
 
 EVIDENCE = (
@@ -137,8 +137,8 @@ def run(ctx):
 
     # the model's verdict and age (auditor.model.verdicts): stuck-lso reads the same row; on __consumer_offsets,
     # the groups the transaction commits offsets for, as of the commit (auditor.model.groups)
-    o = ctx.transaction_verdicts.join(groups.per_transaction(ctx.offset_commit_groups),
-                                      [*REPLICA, "producer_id", "first_offset"], "left")
+    o = join_replica(ctx.transaction_verdicts, groups.per_transaction(ctx.offset_commit_groups), "left",
+                     on=["producer_id", "first_offset"])
     return o.select(
         *REPLICA,
         "producer_id",

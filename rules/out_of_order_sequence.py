@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
-from auditor.engine.views import INT32_MAX as INT_MAX, REPLICA
+from auditor.engine.views import INT32_MAX as INT_MAX, REPLICA, join_replica
 from auditor.rules._common import COMPACTED
 
 EVIDENCE = (
@@ -107,7 +107,7 @@ def run(ctx):
 
     f = f.withColumn("_rank", F.row_number().over(Window.partitionBy(*REPLICA, "producer_id", "base_offset").orderBy(
         F.when(F.col("kind") == "duplicate", 0).otherwise(1)))).where("_rank = 1").drop("_rank")
-    f = f.join(ctx.partitions.select(*REPLICA, "is_compacted", "gap_from_offset", "gap_to_offset"), REPLICA, "left")
+    f = join_replica(f, ctx.partitions.select(*REPLICA, "is_compacted", "gap_from_offset", "gap_to_offset"), "left")
     # segments between the given ones were left out (auditor.model.coverage): a gap, or a new epoch's
     # first batch, across them is what the input lacks, not what the log holds
     across = (F.col("gap_from_offset").isNotNull() & (F.col("other_offset") < F.col("gap_to_offset"))

@@ -43,10 +43,12 @@ from __future__ import annotations
 
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
-from auditor.engine.views import REPLICA
+from auditor.engine.views import REPLICA, join_replica
 from auditor.rules._common import ABORT, COMPACTED, COORDINATOR_EPOCH
 
-ENTRY = [*REPLICA, "snapshot_offset", "entry_index", "producer_id"]
+# a producer snapshot entry: its replica, then these
+ENTRY_KEY = ["snapshot_offset", "entry_index", "producer_id"]
+ENTRY = [*REPLICA, *ENTRY_KEY]
 
 EVIDENCE = (
     Evidence("snapshot_offset", "bigint", "the snapshot's offset (its file name)"),
@@ -92,14 +94,15 @@ def run(ctx):
     from pyspark.sql import functions as F
 
     parts = ctx.partitions.select(*REPLICA, "log_start_offset", "log_end_offset", "is_compacted")
-    e = ctx.table("producer_snapshots").where("producer_id IS NOT NULL").join(parts, REPLICA)
+    e = join_replica(ctx.table("producer_snapshots").where("producer_id IS NOT NULL"), parts)
     out = []
 
     # open transaction whose first offset was deleted, not closed by any later marker
     o = e.where("current_txn_first_offset >= 0 AND current_txn_first_offset < log_start_offset")
-    closers = ctx.transactions.where("marker_offset IS NOT NULL").select(*REPLICA, "producer_id", "marker_offset").join(
-        F.broadcast(o.select(*ENTRY)), [*REPLICA, "producer_id"]).where("marker_offset >= snapshot_offset").select(*ENTRY)
-    o = o.join(closers, ENTRY, "left_anti")
+    closers = join_replica(
+        ctx.transactions.where("marker_offset IS NOT NULL").select(*REPLICA, "producer_id", "marker_offset"),
+        F.broadcast(o.select(*ENTRY)), on=["producer_id"]).where("marker_offset >= snapshot_offset").select(*ENTRY)
+    o = join_replica(o, closers, "left_anti", on=ENTRY_KEY)
     out.append(o.select(
         *REPLICA, "producer_id", "producer_epoch", F.col("current_txn_first_offset").alias("first_offset"),
         F.col("snapshot_offset").alias("last_offset"), F.col("last_timestamp"), F.lit("open-txn-below-log-start").alias("kind"),
@@ -111,14 +114,14 @@ def run(ctx):
 
     # the entry's last batch, where the log still has that offset
     c = e.where("last_offset >= 0 AND last_offset >= log_start_offset AND last_offset < log_end_offset")
-    at = ctx.producer_batches.where("is_data").select(
+    at = join_replica(ctx.producer_batches.where("is_data").select(
         *REPLICA, "last_offset", F.col("producer_id").alias("b_producer_id"), F.col("producer_epoch").alias("b_epoch"),
         F.col("base_offset").alias("b_base_offset"), F.col("last_sequence").alias("b_last_sequence"),
-    ).join(F.broadcast(c.select(*ENTRY, "last_offset")), [*REPLICA, "last_offset"])
+    ), F.broadcast(c.select(*ENTRY, "last_offset")), on=["last_offset"])
     ok = ((F.col("b_producer_id") == F.col("producer_id")) & (F.col("b_epoch") == F.col("producer_epoch"))
           & (F.col("b_base_offset") == F.col("last_offset") - F.col("offset_delta"))
           & (F.col("b_last_sequence") == F.col("last_sequence")))
-    m = c.join(at, [*ENTRY, "last_offset"], "left").groupBy(*c.columns).agg(
+    m = join_replica(c, at, "left", on=[*ENTRY_KEY, "last_offset"]).groupBy(*c.columns).agg(
         F.max(ok.cast("int")).alias("ok"),
         F.min(F.struct("b_producer_id", "b_epoch", "b_base_offset", "b_last_sequence")).alias("found"))
     m = m.where(F.coalesce(F.col("ok"), F.lit(0)) == 0).where(F.col("found.b_producer_id").isNotNull() | ~F.col("is_compacted"))
@@ -141,7 +144,7 @@ def run(ctx):
         offs = offs.unionByName(ctx.table("files").where(
             "kind = 'producer-snapshot' AND coalesce(file_status, 'live') = 'live' AND base_offset IS NOT NULL").select(
             *REPLICA, F.col("base_offset").alias("snapshot_offset")))
-    a = offs.distinct().join(parts, REPLICA).where("snapshot_offset > log_end_offset")
+    a = join_replica(offs.distinct(), parts).where("snapshot_offset > log_end_offset")
 
     out.append(a.select(
         *REPLICA, F.col("log_end_offset").alias("first_offset"), F.col("snapshot_offset").alias("last_offset"),

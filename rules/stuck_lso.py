@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
-from auditor.engine.views import REPLICA
+from auditor.engine.views import REPLICA, join_replica
 from auditor.rules._common import ABORT, COMPACTED, COORDINATOR_EPOCH
 
 EVIDENCE = (
@@ -113,7 +113,7 @@ def run(ctx):
     # the pin's verdict and age are the model's (auditor.model.verdicts), as hanging-transaction reports them
     v = ctx.transaction_verdicts.select(*REPLICA, "producer_id", "first_offset", "verdict", "age_ms",
                                         "undetermined_reason", "transactional_id")
-    pin = pin.join(v, [*REPLICA, "producer_id", "first_offset"], "left")
+    pin = join_replica(pin, v, "left", on=["producer_id", "first_offset"])
     lag_ms = F.col("max_timestamp") - F.col("first_timestamp")
     kind = (F.when(F.col("verdict") == "in-flight", F.lit("open"))
             .when(F.col("verdict").isin("undetermined", "two-phase-commit"), F.col("verdict"))

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Command, Evidence, Kind, Rule
-from auditor.engine.views import REPLICA
+from auditor.engine.views import REPLICA, join_replica
 from auditor.rules._common import COORDINATOR_EPOCH
 from auditor.model.coordinator import HISTORY_KEY
 
@@ -176,7 +176,7 @@ def run(ctx):
 
     opened = ctx.open_transactions.select(*REPLICA, "producer_id", F.col("first_offset").alias("open_first_offset"),
                                           F.col("data_epoch_min").alias("open_epoch"), "prev_coordinator_epoch")
-    g = g.join(opened, [*REPLICA, "producer_id"], "left").withColumn(
+    g = join_replica(g, opened, "left", on=["producer_id"]).withColumn(
         "open_first_offset", F.when(F.col("open_epoch") <= F.col("epoch"), F.col("open_first_offset"))).withColumn(
         "open_epoch", F.when(F.col("open_first_offset").isNotNull(), F.col("open_epoch")))
     traced = (F.col("log_start_offset") == 0) | (F.col("session_markers") > 0) | F.col("open_first_offset").isNotNull()

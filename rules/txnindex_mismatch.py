@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
-from auditor.engine.views import REPLICA
+from auditor.engine.views import REPLICA, join_replica
 from auditor.rules._common import COMPACTED
 
 EVIDENCE = (
@@ -104,11 +104,11 @@ def run(ctx):
     if files.exists():
         judged = judged.unionByName(ctx.table("files").where("kind = 'txn-index'").select(*REPLICA))
     judged = judged.where("topic IS NOT NULL").distinct()
-    t = ctx.transactions.where("marker_offset IS NOT NULL").join(F.broadcast(judged), REPLICA).select(
+    t = join_replica(ctx.transactions.where("marker_offset IS NOT NULL"), F.broadcast(judged)).select(
         *REPLICA, "producer_id", F.col("marker_offset").alias("offset"), "marker_type", "state", "data_batches",
         F.col("first_offset").alias("data_first_offset"), "last_data_offset", "marker_timestamp", "marker_epoch")
-    j = a.join(t, [*REPLICA, "producer_id", "offset"], "full_outer")
-    j = j.join(ctx.partitions.select(*REPLICA, "log_start_offset", "is_compacted"), REPLICA, "left")
+    j = join_replica(a, t, "full_outer", on=["producer_id", "offset"])
+    j = join_replica(j, ctx.partitions.select(*REPLICA, "log_start_offset", "is_compacted"), "left")
     has_entry = F.col("entry_index").isNotNull()
     has_marker = F.col("marker_type").isNotNull()
     deleted = F.col("entry_first_offset") < F.coalesce(F.col("log_start_offset"), F.lit(0))

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
-from auditor.engine.views import REPLICA
+from auditor.engine.views import REPLICA, join_broker, join_replica
 from auditor.model.producer_state.spark import snapshot_remembers
 from auditor.model.remote import lineage_starts
 from auditor.rules._common import COMPACTED
@@ -129,15 +129,15 @@ def run(ctx):
     part = ctx.partitions.select(*REPLICA, "log_start_offset", "first_batch_offset", "is_compacted", "log_start_known",
                                  "earlier_segments_not_given", "remote_not_given", "remote_log_start_offset",
                                  "remote_segments", "checkpoint_log_start_offset", "local_first_segment_base_offset")
-    first = first.join(part, REPLICA, "left")
+    first = join_replica(first, part, "left")
     # a tiered log the replica's own checkpoints show (auditor.model.remote.lineage_starts)
     if ctx.has_rows("leader_epochs"):
-        first = first.join(lineage_starts(ctx.table("leader_epochs"), REPLICA), REPLICA, "left")
+        first = join_replica(first, lineage_starts(ctx.table("leader_epochs"), REPLICA), "left")
     else:
         first = first.withColumn("epoch_lineage_start_offset", F.lit(None).cast("long"))
     # the broker still has state for the producer if a snapshot remembers it, unexpired, with the
     # sequence this batch continues (auditor.model.producer_state): retention alone does not drop state
-    first = first.join(F.broadcast(ctx.producer_id_expiration), ["cluster_id", "broker_id"], "left")
+    first = join_broker(first, F.broadcast(ctx.producer_id_expiration), "left")
     expiration = F.coalesce(F.col("producer_id_expiration_ms"), F.lit(ctx.options.producer_id_expiration_ms))
     snapshots = ctx.table("producer_snapshots")
     first = snapshot_remembers(first, snapshots, expiration)

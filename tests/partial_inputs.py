@@ -121,6 +121,24 @@ def run_all(spark, tmp: Path) -> tuple[dict[str, list[dict]], list[Run]]:
     return whole, runs
 
 
+def run_copied(spark, tmp: Path, runs: list[Run]) -> list[tuple[Run, Run]]:
+    """Each partition directory of ``runs`` copied out of its log dir (no ``meta.properties``
+    beside it: no broker id, no cluster id), audited together (each copy is a cluster of its
+    own, keyed by its log dir): (the in-place run, the copy's run)."""
+    import shutil
+
+    pairs: list[tuple[Run, Run]] = []
+    for i, r in enumerate(x for x in runs if x.label == "partition-dir"):
+        dest = tmp / "copied" / str(i) / r.path.name
+        shutil.copytree(r.path, dest)
+        pairs.append((r, Run(r.scenario, "copied", dest, r.topic, r.partition)))
+    if pairs:
+        by_log_dir = {str(c.path.parent): c for _, c in pairs}
+        for f in _audit(spark, tmp, [str(c.path) for _, c in pairs], "copied"):
+            by_log_dir[f["log_dir"]].findings.append(f)
+    return pairs
+
+
 def compare(whole: list[dict], run: Run) -> list[str]:
     """The contract of a partial scan against the whole one, as violations (empty: kept).
 

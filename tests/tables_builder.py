@@ -27,16 +27,21 @@ CLUSTER = "test-cluster"
 
 
 class TableSet:
-    def __init__(self, root: Path, broker_id: int = 1, cluster: str = CLUSTER) -> None:
+    def __init__(self, root: Path, broker_id: int = 1, cluster: str = CLUSTER, without_broker_ids: bool = False) -> None:
+        """``without_broker_ids``: every row read from a log dir has no broker id (its log dir stays
+        ``/data/broker-<id>``), as when the log dirs were handed over without their ``meta.properties``;
+        the broker ids the records themselves carry (a producer-id block's grantee) stay."""
         self.root = Path(root)
         self.broker_id = broker_id
         self.cluster = cluster
+        self.without_broker_ids = without_broker_ids
         self.rows: dict[str, list[dict]] = {name: [] for name in (*TABLES, "files")}
         self.not_given_rows: list[dict] = []
 
     def _ctx(self, topic: str | None, partition: int | None, broker_id: int | None = None) -> dict:
         b = self.broker_id if broker_id is None else broker_id
-        return {"cluster_id": self.cluster, "broker_id": b, "log_dir": f"/data/broker-{b}", "topic": topic,
+        return {"cluster_id": self.cluster, "broker_id": None if self.without_broker_ids else b,
+                "log_dir": f"/data/broker-{b}", "topic": topic,
                 "partition": partition, "file": f"/data/broker-{b}/{topic}-{partition}/00000000000000000000.log"}
 
     # -- batches -------------------------------------------------------------

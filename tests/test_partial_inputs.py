@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import SAMPLE_LOGS
-from partial_inputs import RANK, compare, disagreements, key, run_all, segment_of, table
+from partial_inputs import RANK, compare, disagreements, key, run_all, run_copied, segment_of, table
 
 pytestmark = pytest.mark.spark
 
@@ -54,6 +54,28 @@ def test_a_partition_dir_without_its_coordinator_is_undetermined_not_harmless(pa
     assert (h["kind"], h["severity"]) == ("undetermined", "warning"), h["message"]
     assert "__transaction_state" in h["message"] and "to settle it" in h["message"]
     assert (s["kind"], s["severity"]) == ("undetermined", "warning"), s["message"]
+
+
+def _verdicts(findings: list[dict]) -> list[tuple]:
+    cols = ("rule", "kind", "severity", "topic", "partition", "producer_id", "first_offset", "last_offset")
+    return sorted((tuple(f.get(c) for c in cols) for f in findings), key=repr)
+
+
+def test_a_partition_dir_copied_out_of_its_log_dir_keeps_its_verdicts(spark, partial, tmp_path_factory):
+    """Each partition directory holding a finding, copied out of its log dir: no meta.properties
+    beside it, so no broker id (and its log dir as its cluster). It must give what it gives in
+    place, rule for rule (the rules' joins on the replica key are null-safe: by names, such a
+    directory lost its stuck-lso and gained a txnindex-mismatch no-marker)."""
+    _, runs = partial
+    pairs = run_copied(spark, tmp_path_factory.mktemp("copied"), runs)
+    assert len(pairs) >= 10
+    bad = []
+    for in_place, copy in pairs:
+        assert all(f["broker_id"] is None for f in copy.findings)
+        if _verdicts(copy.findings) != _verdicts(in_place.findings):
+            bad.append(f"{in_place.path.relative_to(SAMPLE_LOGS)}:\n  in place {_verdicts(in_place.findings)}"
+                       f"\n  copied   {_verdicts(copy.findings)}")
+    assert not bad, "\n".join(bad)
 
 
 def test_a_middle_segment_claims_no_removal(partial):

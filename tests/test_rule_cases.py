@@ -41,8 +41,8 @@ def _groups(cases) -> dict[str, list]:
     return out
 
 
-def _audit(spark, root, cases) -> list[dict]:
-    t = TableSet(root)
+def _audit(spark, root, cases, without_broker_ids: bool = False) -> list[dict]:
+    t = TableSet(root, without_broker_ids=without_broker_ids)
     for c in cases:
         add_case(t, c)
     t.write()
@@ -73,6 +73,16 @@ def actual(spark, tmp_path_factory) -> dict[str, list[dict]]:
     return by_cluster
 
 
+@pytest.fixture(scope="module")
+def actual_without_broker_ids(spark, tmp_path_factory) -> dict[str, list[dict]]:
+    """As :func:`actual`, every log dir's rows without a broker id (handed over without meta.properties)."""
+    by_cluster: dict[str, list[dict]] = defaultdict(list)
+    for i, cases in enumerate(_groups(CASES).values()):
+        for f in _audit(spark, tmp_path_factory.mktemp(f"nobroker{i}") / "tables", cases, without_broker_ids=True):
+            by_cluster[f["cluster_id"]].append(f)
+    return by_cluster
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_case(case, actual):
     expected = [f for c in CASES if c.id == case.id for f in c.findings]  # as reloaded after REGEN
@@ -80,6 +90,31 @@ def test_case(case, actual):
         assert list(f) == COLUMNS, f"{case.path}: a finding must give every column, in order: {COLUMNS}"
         assert (f["rule"], f["cluster_id"]) == (case.rule, case.cluster)
     got = [f for f in actual.get(case.cluster, []) if f["rule"] == case.rule]
+    assert canonical(got) == canonical(expected)
+
+
+def _without_broker_id(f: dict) -> dict:
+    out = {**f, "broker_id": None}
+    if f.get("replicas") is not None:  # a replica entry with neither a broker id nor a log dir is left out
+        out["replicas"] = [{**r, "broker_id": None} for r in f["replicas"] if r.get("log_dir") is not None]
+    return out
+
+
+def _one_log_dir(case) -> bool:
+    """Whether the case's rows all come from one log dir (one broker)."""
+    calls = [kw or {} for call in (*case.input, *case.other_cluster) for kw in call.values()]
+    return len({kw.get("broker_id", 1) for kw in calls}) == 1
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if _one_log_dir(c)], ids=lambda c: c.id)
+def test_case_without_broker_ids(case, actual_without_broker_ids):
+    """A log dir without its meta.properties has no broker id: every rule joins on the replica
+    and broker keys null-safe (auditor.model.replica_key), so the case's findings are the same,
+    with no broker id. Cases of one log dir only: without meta.properties a log dir has no
+    cluster id either, and is a cluster of its own (auditor.model.clusters), so the replicas of
+    a cluster never lack a broker id but one."""
+    expected = [_without_broker_id(f) for c in CASES if c.id == case.id for f in c.findings]
+    got = [f for f in actual_without_broker_ids.get(case.cluster, []) if f["rule"] == case.rule]
     assert canonical(got) == canonical(expected)
 
 

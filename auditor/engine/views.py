@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from auditor.model.producer_state.spark import INT32_MAX, REPLICA  # noqa: F401 - re-exported for the rules
+from auditor.model.replica_key import join_broker, join_replica  # noqa: F401 - re-exported for the rules
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.engine.context import AuditContext
@@ -296,7 +297,7 @@ def coverage(ctx):
     from auditor.model import coverage
 
     files = ctx.small_rows("files", ("cluster_id", "broker_id", "log_dir", "topic", "partition", "kind", "status",
-                                      "dir_status", "file_status", "path", "base_offset", "tables"))
+                                      "dir_status", "file_status", "base_offset", "tables"))
     cov = coverage.build(files, ctx.manifest.get("not_given") or [], lambda: partition_counts(ctx.tables_dir, None),
                          ctx.manifest.get("brokers"))
     if ctx.remote_metadata:

@@ -175,8 +175,9 @@ def _not_a_file(path: Path, root: str, log_dir: str | None, topic, partition, di
     except OSError as exc:
         note = ("symbolic link loop: it resolves to itself" if exc.errno == errno.ELOOP
                 else "broken symbolic link: the file it points to does not exist")
-    return FileInfo(str(path), root, log_dir, topic, partition, dir_status, classify_file(path.name)[0], "live",
-                    None, None, -1, -1, note=note)
+    kind, fstatus, base, epoch = classify_file(path.name)  # what the name says, as for any file
+    return FileInfo(str(path), root, log_dir, topic, partition, dir_status, kind, fstatus, base, epoch, -1, -1,
+                    note=note)
 
 
 # directory identity (st_dev, st_ino) -> the path it was first walked by

@@ -34,6 +34,31 @@ def given_as(fi: FileInfo) -> str:
     return "log-dir"
 
 
+def left_out(given: Iterable[int], missing: Iterable[int]) -> dict:
+    """Where the segments of a partition directory that the input lacks (``missing``, base
+    offsets) lie against those it holds (``given``): how many ``before`` the first held one,
+    ``after`` the last and ``between``; ``first_given_offset``; ``next_not_given_offset``, where
+    the first one after the held window starts; and the offsets a gap between held segments may
+    span, ``gap_from_offset`` (the first one left out between them) to ``gap_to_offset`` (the next
+    held segment after the last one left out). Used for segments the user did not give (here)
+    and for listed segments that could not be read (:mod:`auditor.model.coverage`)."""
+    segs, missing = sorted(given), sorted(missing)
+    lo, hi = (segs[0], segs[-1]) if segs else (None, None)
+    before = [b for b in missing if lo is None or b < lo]
+    after = [b for b in missing if hi is not None and b > hi]
+    between = [b for b in missing if lo is not None and lo < b < hi]
+    return {
+        "before": len(before), "after": len(after), "between": len(between),
+        # the given window: from the first given segment to where the next one not given starts
+        "first_given_offset": lo,
+        "next_not_given_offset": after[0] if after else None,
+        # the offsets a gap between given segments may hold: from the first segment left out
+        # between them to the next given segment after the last one left out
+        "gap_from_offset": between[0] if between else None,
+        "gap_to_offset": min((b for b in segs if b > between[-1]), default=None) if between else None,
+    }
+
+
 def not_given(files: Iterable[FileInfo]) -> list[dict]:
     """Per partition directory some of whose segments were given one by one: the
     live segments (``NNN.log``) of that directory that were not given, counted
@@ -57,21 +82,9 @@ def not_given(files: Iterable[FileInfo]) -> list[dict]:
         missing = sorted(set(present) - set(segs))
         if not missing:
             continue
-        lo, hi = (min(segs), max(segs)) if segs else (None, None)
-        before = [b for b in missing if lo is None or b < lo]
-        after = [b for b in missing if hi is not None and b > hi]
-        between = [b for b in missing if lo is not None and lo < b < hi]
         fi = given[0]
         out.append({
             "log_dir": fi.log_dir, "topic": fi.topic, "partition": fi.partition, "dir": d,
-            "segments_in_dir": len(present), "segments_given": len(segs),
-            "before": len(before), "after": len(after), "between": len(between),
-            # the given window: from the first given segment to where the next one not given starts
-            "first_given_offset": lo,
-            "next_not_given_offset": after[0] if after else None,
-            # the offsets a gap between given segments may hold: from the first segment left out
-            # between them to the next given segment after the last one left out
-            "gap_from_offset": between[0] if between else None,
-            "gap_to_offset": min((b for b in segs if b > between[-1]), default=None) if between else None,
+            "segments_in_dir": len(present), "segments_given": len(segs), **left_out(segs, missing),
         })
     return out

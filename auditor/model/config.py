@@ -17,6 +17,8 @@ server.properties: neither is on disk, and Kafka's defaults are assumed.
 
 from __future__ import annotations
 
+from auditor.model.replica_key import join_broker
+
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # ConfigResource.Type
 COMPACTED_TOPICS_SCHEMA = "cluster_id string, topic string, config_compact boolean"
 
@@ -57,7 +59,7 @@ def producer_id_expiration(batches, log_dir_coverage, metadata_records, *, defau
     brokers = batches.select("cluster_id", "broker_id").distinct()
     known = log_dir_coverage.groupBy("cluster_id", "broker_id").agg(
         F.min(F.col("producer_id_expiration_known").cast("int")).alias("_known"))
-    brokers = brokers.join(F.broadcast(known), ["cluster_id", "broker_id"], "left").select(
+    brokers = join_broker(brokers, F.broadcast(known), "left").select(
         "cluster_id", "broker_id", F.coalesce(F.col("_known") == 1, F.lit(True)).alias("producer_id_expiration_known"))
     default = F.lit(default_ms).cast("long")
     if metadata_records is None:
@@ -66,6 +68,6 @@ def producer_id_expiration(batches, log_dir_coverage, metadata_records, *, defau
         "cluster_id", F.col("config_resource_name").alias("_name"), F.col("config_value").cast("long").alias("_v"))
     own = c.where("_name != ''").select("cluster_id", F.col("_name").cast("int").alias("broker_id"), F.col("_v").alias("_own"))
     cluster = c.where("_name = ''").select("cluster_id", F.col("_v").alias("_cluster"))
-    return (brokers.join(own, ["cluster_id", "broker_id"], "left").join(cluster, "cluster_id", "left")
+    return (join_broker(brokers, own, "left").join(cluster, "cluster_id", "left")
             .select("cluster_id", "broker_id", "producer_id_expiration_known",
                     F.coalesce("_own", "_cluster", default).alias("producer_id_expiration_ms")))

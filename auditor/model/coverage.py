@@ -21,7 +21,8 @@ concluded from such a part, and they are established here once:
   given without it cannot show whether a producer snapshot's entry had expired.
   (A ZooKeeper cluster keeps it in ZooKeeper, a static one is in
   server.properties: neither is on disk, and Kafka's default is assumed, as
-  before);
+  before.) A log dir without ``meta.properties`` (a partition directory copied
+  out of its log dir) may be either, and counts as KRaft;
 * **the coordinator's state** — a cluster's ``__transaction_state`` partitions
   given, against how many it has (the metadata log's PartitionRecords, else the
   partition directories found: :func:`auditor.forensics.coordinator_lookup.partition_counts`).
@@ -37,9 +38,9 @@ given file by file, one per cluster) and handed to Spark as tiny DataFrames.
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass
 
+from auditor.ingest.not_given import left_out
 from auditor.model.clusters import cluster_key
 
 TXN_TOPIC = "__transaction_state"
@@ -133,7 +134,11 @@ def build(files: list[dict] | None, not_given: list[dict], partition_counts, bro
     metadata = {cluster_key(f.get("cluster_id"), f["log_dir"]) for f in files
                 if f.get("topic") == "__cluster_metadata" and f.get("log_dir") is not None}
     for (c, d), b in sorted(pairs.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
-        kraft = (brokers or {}).get(d, {}).get("version") == 1
+        # KRaft, or not known to be ZooKeeper: a log dir the manifest has no meta.properties for (a
+        # partition directory copied out of its log dir) may be a KRaft broker's, whose setting only
+        # the metadata log shows. Without a manifest (the batch job) every log dir counts as read whole
+        meta = (brokers or {}).get(d)
+        kraft = meta.get("version") == 1 if meta else brokers is not None
         log_dirs.append((c, b, d, (c, d) in cps, c in metadata or not kraft))
     given: dict[str, set[int]] = {}
     clusters = set()
@@ -177,9 +182,6 @@ def _with_unread_segments(replicas: list[tuple], files: list[dict]) -> list[tupl
                 or f.get("topic") is None or f.get("partition") is None or f.get("log_dir") is None:
             continue
         base = f.get("base_offset")
-        if base is None:  # a file that could not even be looked at (a broken link): its name says
-            name = posixpath.basename(f.get("path") or "")
-            base = int(name[:20]) if len(name) == 24 and name[:20].isdigit() and name.endswith(".log") else None
         if base is None:
             continue
         k = (cluster_key(f.get("cluster_id"), f["log_dir"]), f["log_dir"], f["topic"], f["partition"])
@@ -189,20 +191,17 @@ def _with_unread_segments(replicas: list[tuple], files: list[dict]) -> list[tupl
         return replicas
     rows = {(r[0], r[2], r[3], r[4]): list(r) for r in replicas}
     for k, gone in unread.items():
-        segs = sorted(read.get(k, []))
-        lo, hi = (segs[0], segs[-1]) if segs else (None, None)
-        before = [b for b in gone if lo is None or b < lo]
-        after = sorted(b for b in gone if hi is not None and b > hi)
-        between = sorted(b for b in gone if lo is not None and lo < b < hi)
+        lo = left_out(read.get(k, []), gone)
         r = rows.setdefault(k, [k[0], broker[k], k[1], k[2], k[3], "directory", 0, 0, 0, None, None, None])
-        r[6] += len(before)
-        r[7] += len(after)
-        r[8] += len(between)
-        if after:
-            r[9] = after[0] if r[9] is None else min(r[9], after[0])
-        if between:
-            to = min((b for b in segs if b > between[-1]), default=None)
-            r[10] = between[0] if r[10] is None else min(r[10], between[0])
+        # merged with the segments the user left out (a replica given file by file)
+        r[6] += lo["before"]
+        r[7] += lo["after"]
+        r[8] += lo["between"]
+        if lo["next_not_given_offset"] is not None:
+            r[9] = lo["next_not_given_offset"] if r[9] is None else min(r[9], lo["next_not_given_offset"])
+        if lo["gap_from_offset"] is not None:
+            to = lo["gap_to_offset"]
+            r[10] = lo["gap_from_offset"] if r[10] is None else min(r[10], lo["gap_from_offset"])
             r[11] = to if r[11] is None or to is None else max(r[11], to)
     return [tuple(r) for r in rows.values()]
 

@@ -39,7 +39,7 @@ the newest record of a key wins, a tombstone removes it):
 
 from __future__ import annotations
 
-from auditor.model.producer_state.spark import REPLICA
+from auditor.model.replica_key import REPLICA, join_replica
 
 OFFSETS_TOPIC = "__consumer_offsets"
 GROUP_LEVEL = {"ConsumerGroupMetadata": "consumer", "ShareGroupMetadata": "share", "StreamsGroupMetadata": "streams"}
@@ -71,7 +71,7 @@ def _newest_before(rows, commits, key: list[str], order: str = "offset"):
 
     # the commits are few (open transactions on __consumer_offsets only): broadcast them to the records
     small = F.broadcast(commits.select(*_GROUP_KEY, "commit_offset").distinct())
-    j = rows.join(small, _GROUP_KEY).where(F.col(order) < F.col("commit_offset"))
+    j = join_replica(rows, small, on=["group_id"]).where(F.col(order) < F.col("commit_offset"))
     w = Window.partitionBy(*_GROUP_KEY, "commit_offset", *key).orderBy(F.col(order).desc())
     return j.withColumn("_n", F.row_number().over(w)).where("_n = 1").drop("_n")
 
@@ -92,7 +92,7 @@ def offset_commit_groups(open_transactions, offset_commits, group_records=None, 
         F.concat(F.col("topic"), F.lit("-"), F.col("partition").cast("string"), F.lit("@"),
                  F.col("committed_offset").cast("string")).alias("_committed"))
     keys = [*REPLICA, "producer_id"]
-    commits = (oc.join(F.broadcast(txns), keys).where(F.col("commit_offset") >= F.col("first_offset"))
+    commits = (join_replica(oc, F.broadcast(txns), on=["producer_id"]).where(F.col("commit_offset") >= F.col("first_offset"))
                .groupBy(*keys, "first_offset", "group_id")
                .agg(F.min("commit_offset").alias("commit_offset"), F.sort_array(F.collect_set("_committed")).alias("committed")))
 
@@ -107,7 +107,7 @@ def offset_commit_groups(open_transactions, offset_commits, group_records=None, 
         m = marks[0] if len(marks) == 1 else marks[0].unionByName(marks[1])
         latest = _newest_before(m, commits, []).select(
             *_GROUP_KEY, "commit_offset", F.when(~F.col("is_tombstone"), F.col("protocol")).alias("group_protocol"))
-        commits = commits.join(latest, [*_GROUP_KEY, "commit_offset"], "left")
+        commits = join_replica(commits, latest, "left", on=["group_id", "commit_offset"])
     else:
         commits = commits.withColumn("group_protocol", F.lit(None).cast("string"))
 
@@ -122,7 +122,7 @@ def offset_commit_groups(open_transactions, offset_commits, group_records=None, 
     # the members of the protocol the group had at the commit (a group converted between the classic and
     # the consumer protocol has records of both kinds before it); none when the protocol is unknown
     src = F.when(F.col("group_protocol") == "classic", "classic").when(F.col("group_protocol").isNotNull(), "modern")
-    out = commits.withColumn("_source", src).join(per, [*_GROUP_KEY, "commit_offset", "_source"], "left")
+    out = join_replica(commits.withColumn("_source", src), per, "left", on=["group_id", "commit_offset", "_source"])
     out = out.withColumn("members", F.coalesce("members", F.array().cast(f"array<{MEMBER_SCHEMA}>")))
     return out.select(*COMMIT_GROUP_COLUMNS)
 
@@ -160,7 +160,8 @@ def _modern_members(commits, group_records, names):
         parts = parts.withColumn("topic_name", F.lit(None).cast("string"))
     parts = parts.where(F.col("topic_id").isNotNull()).groupBy(*k).agg(F.sort_array(F.collect_list(F.concat(
         F.coalesce("topic_name", "topic_id"), F.lit("-"), F.col("p").cast("string")))).alias("assigned_partitions"))
-    j = (md.join(ca.select(*k, "member_epoch"), k, "left").join(parts, k, "left"))
+    on = ["group_id", "commit_offset", "member_id"]
+    j = join_replica(join_replica(md, ca.select(*k, "member_epoch"), "left", on=on), parts, "left", on=on)
     return j.select(*_GROUP_KEY, "commit_offset", F.lit("modern").alias("source"), F.struct(
         "member_id", "instance_id", "client_id", "client_host", F.col("member_epoch").cast("int").alias("member_epoch"),
         F.when(F.col("classic_protocols").isNotNull(), F.lit("classic")).otherwise(F.lit("consumer")).alias("protocol"),

@@ -51,6 +51,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from auditor.model.replica_key import join_replica
+
 READABLE = "COPY_SEGMENT_FINISHED"
 
 
@@ -141,7 +143,7 @@ def with_remote_snapshot_offsets(snapshots, offsets: Mapping[str, int], replica:
                              .otherwise(F.col("snapshot_offset")))
     s = s.where(~is_remote | (F.col("snapshot_offset") == start[key]))
     local = s.where(~is_remote).select(*replica, "snapshot_offset").distinct().withColumn("_local", F.lit(True))
-    return (s.join(local, [*replica, "snapshot_offset"], "left")
+    return (join_replica(s, local, "left", on=["snapshot_offset"])
             .where(~(is_remote & F.coalesce(F.col("_local"), F.lit(False)))).drop("_local"))
 
 

@@ -25,7 +25,7 @@ forensic timeline runs :func:`log_bounds` on its one replica's rows).
 
 from __future__ import annotations
 
-from auditor.model.producer_state.spark import REPLICA
+from auditor.model.replica_key import REPLICA, join_replica
 
 #: a remote segment's file name (LocalTieredStorage: ``<offset>-<segment id>.log``,
 #: :mod:`auditor.ingest.remote_store`): its batches are the replica's remote part
@@ -68,7 +68,7 @@ def log_bounds(batches, checkpoints=None):
         hw = checkpoints.where("checkpoint_kind = 'replication-offset'").groupBy(*keys).agg(F.max("offset").alias("high_watermark"))
         ls = checkpoints.where("checkpoint_kind = 'log-start-offset'").groupBy(*keys).agg(
             F.max("offset").alias("checkpoint_log_start_offset"))
-        p = p.join(hw, REPLICA, "left").join(ls, REPLICA, "left")
+        p = join_replica(join_replica(p, hw, "left"), ls, "left")
     return p.withColumn(
         "log_start_offset",
         F.greatest(F.coalesce("checkpoint_log_start_offset", F.lit(0)), F.coalesce("first_segment_base_offset", F.lit(0))),

@@ -44,7 +44,7 @@ Other times (how long the LSO has trailed the newest data) are separate evidence
 
 from __future__ import annotations
 
-from auditor.model.producer_state.spark import REPLICA
+from auditor.model.replica_key import REPLICA, join_replica
 
 VERDICTS = ("in-flight", "two-phase-commit", "late-write", "unknown-to-coordinator", "hanging", "undetermined")
 # TransactionMetadata.isDistributedTwoPhaseCommitTxn(): txnTimeoutMs == Integer.MAX_VALUE (Kafka 4.3.1, 4.4.0)
@@ -90,7 +90,7 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
     o = open_txns.join(F.broadcast(as_of), "cluster_id", "left")
     cov = partitions.select(*REPLICA, "log_end_known", "next_not_given_offset", "later_segments_not_given",
                             "high_watermark", "log_end_offset", F.col("max_timestamp").alias("_read_until"))
-    o = o.join(cov, REPLICA, "left")
+    o = join_replica(o, cov, "left")
     as_of_ms = F.col("as_of_ms")
     max_timeout = F.lit(max_timeout_ms)
     age = as_of_ms - F.col("first_timestamp")

@@ -12,7 +12,8 @@ its own producer state.
 
 from __future__ import annotations
 
-REPLICA = ["cluster_id", "broker_id", "log_dir", "topic", "partition"]
+from auditor.model.replica_key import REPLICA, join_replica
+
 INT32_MAX = 2**31 - 1  # sequences wrap from here to 0
 NUM_BATCHES_TO_RETAIN = 5  # the broker's duplicate window (ProducerStateEntry)
 MARKER_TYPES = ("COMMIT", "ABORT")
@@ -218,7 +219,7 @@ def last_stable_offsets(txns, partitions):
         F.min(F.struct("first_offset", "producer_id", F.col("data_epoch_max").alias("producer_epoch"),
                        "first_timestamp", "prev_coordinator_epoch")).alias("pin"),
     )
-    out = p.join(agg, REPLICA, "left")
+    out = join_replica(p, agg, "left")
     fuo = F.greatest(F.col("pin.first_offset"), F.coalesce(F.col("log_start_offset"), F.lit(0)))
     return (out.withColumn("first_unstable_offset", F.when(F.col("pin").isNotNull(), fuo))
             .withColumn("last_stable_offset", F.when(F.col("first_unstable_offset") < F.col("hw"), F.col("first_unstable_offset"))
@@ -273,16 +274,15 @@ def snapshot_remembers(first, snapshots, expiration_ms):
         *REPLICA, "producer_id", F.col("snapshot_offset"), F.col("producer_epoch").alias("_s_epoch"),
         F.col("last_sequence").alias("_s_last_seq"), F.col("last_timestamp").alias("_s_ts"),
         F.col("current_txn_first_offset").alias("_s_txn"))
-    j = first.select(*REPLICA, "producer_id", "base_offset", "producer_epoch", "base_sequence", "max_timestamp",
-                     "_expiration_ms").join(
-        s, [*REPLICA, "producer_id"])
+    j = join_replica(first.select(*REPLICA, "producer_id", "base_offset", "producer_epoch", "base_sequence",
+                                  "max_timestamp", "_expiration_ms"), s, on=["producer_id"])
     alive = (F.coalesce(F.col("_s_txn"), F.lit(-1)) >= 0) | ((F.col("max_timestamp") - F.col("_s_ts")) < F.col("_expiration_ms"))
     nxt = F.when(F.col("_s_last_seq") == INT32_MAX, F.lit(0)).otherwise(F.col("_s_last_seq") + 1)
     continues = (F.col("_s_epoch") == F.col("producer_epoch")) & (F.col("base_sequence") == nxt)
     in_open_txn = F.coalesce(F.col("_s_txn"), F.lit(-1)) >= 0
     hit = j.where((F.col("snapshot_offset") <= F.col("base_offset")) & alive & continues) \
         .groupBy(*REPLICA, "producer_id", "base_offset").agg(F.max(in_open_txn.cast("int")).alias("_open"))
-    return first.join(hit, [*REPLICA, "producer_id", "base_offset"], "left").withColumns({
+    return join_replica(first, hit, "left", on=["producer_id", "base_offset"]).withColumns({
         "remembered": F.col("_open").isNotNull(),
         "remembered_whatever_expiration": F.coalesce(F.col("_open") == 1, F.lit(False)),
     }).drop("_expiration_ms", "_open")

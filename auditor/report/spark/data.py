@@ -22,7 +22,8 @@ import json
 import math
 from typing import Any
 
-from auditor.model.producer_state.spark import REPLICA, pins_by_bucket
+from auditor.model.producer_state.spark import pins_by_bucket
+from auditor.model.replica_key import REPLICA, join_replica
 
 REPORT_DATA_VERSION = 2  # 2: each plotted partition carries the model's LSO (last_stable_offsets)
 LSO_BUCKETS = 240  # points per LSO-lag series
@@ -253,14 +254,11 @@ def affected_partitions(findings: list[dict], limit: int = MAX_PLOT_PARTITIONS) 
 
 
 def _join_replica(df, small):
-    """``df`` joined to the small broadcast frame ``small`` on the replica key, null-safe:
-    a log dir without meta.properties has no broker id, and its rows must still match."""
+    """``df`` joined to the small frame ``small`` on the replica key (broadcast; null-safe, as every
+    join on the key: :func:`auditor.model.replica_key.join_replica`)."""
     from pyspark.sql import functions as F
 
-    small = F.broadcast(small.select(*[F.col(c).alias(f"_k_{c}") for c in REPLICA],
-                                     *[c for c in small.columns if c not in REPLICA]))
-    cond = [df[c].eqNullSafe(small[f"_k_{c}"]) for c in REPLICA]
-    return df.join(small, cond, "inner").drop(*[f"_k_{c}" for c in REPLICA])
+    return join_replica(df, F.broadcast(small))
 
 
 def plot_ranges(stats: list[dict], keys: "list[tuple] | None" = None) -> list[list]:
@@ -324,7 +322,7 @@ def plot_queries(ctx, stats: list[dict], keys: "list[tuple] | None" = None) -> d
         sess = sess.withColumn("transactional_id", F.lit(None).cast("string"))
     # an open transaction's verdict and age are the model's (auditor.model.verdicts)
     verdict = ctx.transaction_verdicts.select(*REPLICA, "producer_id", "first_offset", "verdict", "age_ms")
-    sess = sess.join(verdict, [*REPLICA, "producer_id", "first_offset"], "left")
+    sess = join_replica(sess, verdict, "left", on=["producer_id", "first_offset"])
     sess = (sess.withColumn("_rn", F.row_number().over(w))
             .withColumn("_total", F.count(F.lit(1)).over(Window.partitionBy(*REPLICA)))
             .where((F.col("_rn") <= MAX_SESSION_TRANSACTIONS) | (F.col("state") == "open"))
