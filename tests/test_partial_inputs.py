@@ -244,3 +244,60 @@ def test_a_segment_listed_but_unreadable_explains_sequence_gaps_across_it(spark,
         1, int(segs[1].name[:20]), int(segs[2].name[:20]))
     found = audit(spark, str(out)).findings
     assert not [f["message"] for f in found if f["rule"] == "out-of-order-sequence"]
+
+
+def test_segments_given_without_their_partition_directory_are_not_replayed_as_one_log(spark, tmp_path):
+    """Two partitions' first segments handed over side by side under names of the user's own (a
+    ticket's attachments): which partition each holds is unknown, and each is a replica of its own
+    (auditor.ingest.plan). Replayed as one log they interleaved two partitions' offsets: a marker
+    whose data was in the other file counted as marker-only, one transaction too few committed."""
+    import shutil
+
+    from auditor.engine.context import AuditContext
+    from auditor.ingest.spark_job import ingest
+
+    def transactions(inputs: list[str], name: str) -> tuple[int, dict]:
+        out = tmp_path / name
+        ingest(spark, inputs, str(out))
+        ctx = AuditContext(spark, str(out))
+        try:
+            states = {r["state"]: r["count"] for r in ctx.transactions.groupBy("state").count().collect()}
+            return ctx.partitions.count(), states
+        finally:
+            ctx.close()
+
+    src = SAMPLE_LOGS / "clean" / "broker-1"
+    firsts = [src / f"orders-{p}" / "00000000000000000000.log" for p in (0, 1)]
+    in_place = transactions([str(f) for f in firsts], "in-place")
+    alone = tmp_path / "attachments"
+    alone.mkdir()
+    for p, f in enumerate(firsts):
+        shutil.copy(f, alone / f"orders{p}.log")
+    assert in_place[0] == 2
+    assert transactions([str(alone / "orders0.log"), str(alone / "orders1.log")], "alone") == in_place
+
+
+def test_a_segment_given_alone_never_makes_an_open_transaction_hanging(spark, tmp_path):
+    """A segment copied out of its partition directory, holding a transaction with no marker in it,
+    judged long after: the marker may be in a later segment, which the input cannot show --
+    undetermined (warning), where the same segment in its directory (the last one there) is hanging."""
+    import shutil
+
+    from auditor.engine.context import AuditOptions
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
+
+    seg = SAMPLE_LOGS / "hanging-late-write" / "broker-1" / "transfers-0" / "00000000000000000014.log"
+    later = AuditOptions(as_of_ms=1_900_000_000_000)  # 2030: older than any transaction timeout
+
+    def verdicts(path: Path, name: str) -> list[tuple]:
+        out = tmp_path / name
+        ingest(spark, [str(path)], str(out))
+        return sorted((f["kind"], f["severity"]) for f in audit(spark, str(out), options=later).findings
+                      if f["rule"] == "hanging-transaction")
+
+    assert ("hanging", "error") in verdicts(seg, "in-place")
+    copy = tmp_path / "copy" / "segment.log"
+    copy.parent.mkdir()
+    shutil.copy(seg, copy)
+    assert verdicts(copy, "alone") == [("undetermined", "warning")]

@@ -105,13 +105,19 @@ def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan
     remote_store.attach(files)  # tiered storage: remote segments join a replica of their partition
     brokers: dict[str, dict] = {}
     for fi in files:
+        if fi.kind == "unknown" and fi.path == fi.input_root and _sniff_segment(fi.path):
+            fi.kind, fi.note = "segment", "treated as a log segment by its content (name is not Kafka's)"
+        if fi.kind == "segment" and fi.topic is None and fi.dir_status != remote_store.REMOTE:
+            # a segment without its partition directory: which partition it holds, and what segments
+            # come before and after it, are unknown. It is a replica of its own (its path as its log
+            # dir: a cluster of its own too), never merged with another such file -- two partitions'
+            # segments handed over side by side would otherwise be replayed as one log
+            fi.log_dir = fi.path
         if fi.log_dir and fi.log_dir not in brokers:
-            brokers[fi.log_dir] = _read_meta(fi.log_dir)
+            brokers[fi.log_dir] = {} if fi.log_dir == fi.path else _read_meta(fi.log_dir)
         meta = brokers.get(fi.log_dir or "", {})
         fi.broker_id = meta.get("broker_id")
         fi.cluster_id = meta.get("cluster_id")
-        if fi.kind == "unknown" and fi.path == fi.input_root and _sniff_segment(fi.path):
-            fi.kind, fi.note = "segment", "treated as a log segment by its content (name is not Kafka's)"
     files = _with_dump_texts(files)
     newest: dict[str, int] = {}
     for fi in files:

@@ -25,7 +25,8 @@ forensic timeline runs :func:`log_bounds` on its one replica's rows).
 
 from __future__ import annotations
 
-from auditor.model.replica_key import REPLICA, join_replica
+from auditor.model.coverage import SEGMENT_ALONE
+from auditor.model.replica_key import REPLICA, join_null_safe, join_replica
 
 #: a remote segment's file name (LocalTieredStorage: ``<offset>-<segment id>.log``,
 #: :mod:`auditor.ingest.remote_store`): its batches are the replica's remote part
@@ -114,7 +115,8 @@ def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_
         F.coalesce(F.col("config_compact"), F.lit(False)) | F.col("topic").isin(*INTERNAL_COMPACTED) | F.col("cleaned_by_cleaner"),
     )
     cov = replica_coverage.drop("broker_id")
-    p = p.join(F.broadcast(cov), ["cluster_id", "log_dir", "topic", "partition"], "left")
+    # null-safe: a segment given alone has no topic or partition (coverage.SEGMENT_ALONE)
+    p = join_null_safe(p, F.broadcast(cov), ["cluster_id", "log_dir", "topic", "partition"], "left")
     dirs = log_dir_coverage.drop("broker_id", "producer_id_expiration_known")
     p = p.join(F.broadcast(dirs), ["cluster_id", "log_dir"], "left")
     zero = F.lit(0)
@@ -127,10 +129,11 @@ def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_
         "log_start_checkpoint_given": F.coalesce("log_start_checkpoint_given", F.lit(True)),
     })
     p = _with_remote(p, remote_extents)
+    placed = F.col("given_as") != SEGMENT_ALONE  # a segment given alone: what precedes and follows it is unknown
     return p.withColumns({
-        "log_start_known": (F.col("earlier_segments_not_given") == 0) & F.col("log_start_checkpoint_given"),
+        "log_start_known": (F.col("earlier_segments_not_given") == 0) & F.col("log_start_checkpoint_given") & placed,
         "log_end_known": (F.col("later_segments_not_given") == 0)
-        & F.coalesce(F.col("high_watermark") <= F.col("log_end_offset"), F.lit(True)),
+        & F.coalesce(F.col("high_watermark") <= F.col("log_end_offset"), F.lit(True)) & placed,
     })
 
 

@@ -44,6 +44,7 @@ Other times (how long the LSO has trailed the newest data) are separate evidence
 
 from __future__ import annotations
 
+from auditor.model.coverage import SEGMENT_ALONE
 from auditor.model.replica_key import REPLICA, join_replica
 
 VERDICTS = ("in-flight", "two-phase-commit", "late-write", "unknown-to-coordinator", "hanging", "undetermined")
@@ -88,7 +89,7 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
     from pyspark.sql import functions as F
 
     o = open_txns.join(F.broadcast(as_of), "cluster_id", "left")
-    cov = partitions.select(*REPLICA, "log_end_known", "next_not_given_offset", "later_segments_not_given",
+    cov = partitions.select(*REPLICA, "log_end_known", "given_as", "next_not_given_offset", "later_segments_not_given",
                             "high_watermark", "log_end_offset", F.col("max_timestamp").alias("_read_until"))
     o = join_replica(o, cov, "left")
     as_of_ms = F.col("as_of_ms")
@@ -178,7 +179,9 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
     )
     later = F.concat(
         F.lit("the marker may be in what was not given: "),
-        F.when(F.col("later_segments_not_given") > 0, F.concat(
+        F.when(F.col("given_as") == SEGMENT_ALONE, F.lit(
+            "the segment was given without its partition directory, so the segments after it are not known"))
+        .when(F.col("later_segments_not_given") > 0, F.concat(
             F.col("later_segments_not_given").cast("string"), F.lit(" later segment(s) of the partition's directory, from "
                                                                    "offset "), F.col("next_not_given_offset").cast("string")))
         .otherwise(F.concat(F.lit("the high watermark "), F.col("high_watermark").cast("string"),
