@@ -71,8 +71,10 @@ def run(ctx):
     from pyspark.sql import functions as F
 
     # transactional offset commits in __consumer_offsets carry the producer's id and epoch but are
-    # appended by the group coordinator (origin COORDINATOR): the broker never checks their sequences
-    pb = ctx.sequence_breaks.where("base_sequence >= 0 AND topic != '__consumer_offsets'")
+    # appended by the group coordinator (origin COORDINATOR): the broker never checks their sequences.
+    # A segment given without its partition directory (no topic) is not judged either: whether its
+    # topic is compacted (the cleaner removes whole batches, leaving sequence gaps) is not known
+    pb = ctx.sequence_breaks.where("base_sequence >= 0 AND topic IS NOT NULL AND topic != '__consumer_offsets'")
     prev_last = F.col("prev_data_last_sequence")
     expected = F.when(prev_last == INT_MAX, F.lit(0)).otherwise(prev_last + 1)
     same_epoch = F.col("producer_epoch") == F.col("prev_data_epoch")

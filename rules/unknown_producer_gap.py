@@ -124,8 +124,10 @@ KINDS = {
 def run(ctx):
     from pyspark.sql import functions as F
 
-    # __consumer_offsets batches are written by the group coordinator, which never checks sequences
-    first = ctx.sequence_breaks.where("prev_data_epoch IS NULL AND base_sequence > 0 AND topic != '__consumer_offsets'")
+    # __consumer_offsets batches are written by the group coordinator, which never checks sequences; a
+    # segment given without its partition directory (no topic) shows nothing of the producer's past
+    first = ctx.sequence_breaks.where(
+        "prev_data_epoch IS NULL AND base_sequence > 0 AND topic IS NOT NULL AND topic != '__consumer_offsets'")
     part = ctx.partitions.select(*REPLICA, "log_start_offset", "first_batch_offset", "is_compacted", "log_start_known",
                                  "earlier_segments_not_given", "remote_not_given", "remote_log_start_offset",
                                  "remote_segments", "checkpoint_log_start_offset", "local_first_segment_base_offset")

@@ -301,3 +301,38 @@ def test_a_segment_given_alone_never_makes_an_open_transaction_hanging(spark, tm
     copy.parent.mkdir()
     shutil.copy(seg, copy)
     assert verdicts(copy, "alone") == [("undetermined", "warning")]
+
+
+def test_overlapping_inputs_read_each_file_once(spark, tmp_path):
+    """A log dir given together with a partition directory inside it (in either order), with a
+    symbolic link to itself, or with one of its segments: every file is read once. Read twice, the
+    partition's batches were two copies of one log -- its hanging transaction was lost and a
+    txnindex-mismatch reported instead, or the log dir counted as a second broker."""
+    import os
+
+    from auditor.ingest.spark_job import ingest
+
+    ld = SAMPLE_LOGS / "hanging-late-write" / "broker-1"
+    link = tmp_path / "link-to-broker-1"
+    os.symlink(ld, link)
+    seg = next(iter(sorted((ld / "transfers-0").glob("*.log"))))
+
+    def run(inputs: list, name: str) -> tuple:
+        out = tmp_path / name
+        ingest(spark, [str(i) for i in inputs], str(out))
+        found = sorted((f["rule"], f["kind"], f["severity"], f["topic"], f["partition"], f["producer_id"],
+                        f["first_offset"], f["broker_id"], f["log_dir"]) for f in _audit_only(spark, out))
+        files = spark.read.parquet(str(out / "files")).where("kind = 'segment'").select("path").collect()
+        return found, sorted(r["path"] for r in files), spark.read.parquet(str(out / "batches")).count()
+
+    alone = run([ld], "alone")
+    assert any(f[0] == "hanging-transaction" and f[2] == "critical" for f in alone[0]), alone[0]
+    for name, inputs in (("dir-then-partition", [ld, ld / "transfers-0"]), ("partition-then-dir", [ld / "transfers-0", ld]),
+                         ("link", [ld, link]), ("segment-too", [ld, seg])):
+        assert run(inputs, name) == alone, name
+
+
+def _audit_only(spark, tables):
+    from auditor.engine.runner import audit
+
+    return audit(spark, str(tables)).findings

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterator
 
 from auditor.ingest import remote_store
-from auditor.ingest.storage import RemotePath, as_path, file_type, normalize
+from auditor.ingest.storage import RemotePath, as_path, file_type, is_remote, normalize
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SPECIAL_DIR = re.compile(r"^(?P<base>.+-\d+)\.(?P<uuid>[0-9a-fA-F]{32})-(?P<status>delete|future|stray)$")
@@ -186,10 +186,41 @@ Visited = dict
 
 def discover(inputs: list[str]) -> Iterator[FileInfo]:
     """Every regular file under ``inputs``, classified. Symlinks are followed, but a
-    directory is walked at most once per input (tracked by device and inode): a
-    symbolic link back to an ancestor (``loop -> .``), or a second link to a
-    directory already walked, is one ``symlink-loop`` row with a note, not a walk.
-    Nothing is opened here except directory listings."""
+    directory is walked at most once (tracked by device and inode), across all the
+    inputs: a symbolic link back to an ancestor (``loop -> .``), a second link to a
+    directory already walked, or an input inside (or equal to) one given before it
+    (``scan LOGDIR LOGDIR/topic-0``) is one ``symlink-loop`` row with a note, not a
+    walk; a file reached twice (given on its own and within a directory given too) is
+    listed once. Read twice, a partition's batches would be replayed as two copies of
+    one log. Nothing is opened here except directory listings."""
+    visited: Visited = {}
+    files_seen: set = set()
+    for fi in _discover(inputs, visited):
+        if fi.size >= 0 and fi.kind not in _DIR_KINDS:
+            key = _file_key(fi.path)
+            if key in files_seen:
+                continue
+            files_seen.add(key)
+        yield fi
+
+
+# inventory kinds that stand for a directory, not a file
+_DIR_KINDS = ("empty-dir", "symlink-loop", "unreadable-dir", "out-of-range-name")
+
+
+def _file_key(path: str):
+    """What makes two paths one file: the device and inode of a local file (a symbolic link
+    and its target are one); a remote store's path as it is."""
+    if is_remote(path):
+        return path
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path
+    return st.st_dev, st.st_ino
+
+
+def _discover(inputs: list[str], visited: Visited) -> Iterator[FileInfo]:
     for raw in inputs:
         root = normalize(raw)
         p = as_path(root)
@@ -202,7 +233,7 @@ def discover(inputs: list[str]) -> Iterator[FileInfo]:
         if is_file:
             yield from _single_file(p, root)
         elif p.is_dir():
-            yield from _walk(p, root, {})
+            yield from _walk(p, root, visited)
         elif os.path.lexists(root):
             yield _not_a_file(p, root, None, None, None, "none")
         else:
@@ -250,10 +281,13 @@ def _enter(d: Path, root: str, log_dir: str | None, visited: Visited) -> FileInf
         target = os.readlink(d) if d.is_symlink() else None
     except OSError:
         target = None
-    what = f"symbolic link to {target!r}" if target is not None else "directory"
-    loop = " (a loop)" if str(d).startswith(first.rstrip("/") + "/") else ""
-    return FileInfo(str(d), root, log_dir, None, None, "none", "symlink-loop", "live", None, None, 0, -1,
-                    note=f"{what} resolves to {first}, a directory already walked{loop}: not followed")
+    if str(d) == first:  # the same path again: an input inside one given before it
+        note = "directory already read (an earlier input holds it): its files are read once"
+    else:
+        what = f"symbolic link to {target!r}" if target is not None else "directory"
+        loop = " (a loop)" if str(d).startswith(first.rstrip("/") + "/") else ""
+        note = f"{what} resolves to {first}, a directory already walked{loop}: not followed"
+    return FileInfo(str(d), root, log_dir, None, None, "none", "symlink-loop", "live", None, None, 0, -1, note=note)
 
 
 def _out_of_range_dir(d: Path, root: str, log_dir: str | None) -> FileInfo:

@@ -89,7 +89,8 @@ class Coverage:
         if alone:
             more = f" and {len(alone) - 3} more" if len(alone) > 3 else ""
             out.append(f"segment(s) given without their partition directory ({', '.join(alone[:3])}{more}): their "
-                       "topic, partition and the segments before and after them are not known")
+                       "topic, partition and the segments before and after them are not known (their producers' "
+                       "sequences are not judged)")
         for c in self.coordinator:
             if not c[4]:
                 if c[1] == 0:
