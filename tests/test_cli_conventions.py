@@ -75,6 +75,28 @@ def test_no_kafka_file_names_what_was_found(tmp_path):
     assert f"{junk}: 1 file, none a Kafka file this tool decodes (notes.txt)" in msg, msg
 
 
+def test_an_archive_given_as_input_says_to_unpack_it(tmp_path):
+    """A ticket's attachment: the log dir as a .tar.gz, a .tar, a .zip. Each says what it is and how to
+    unpack it; a tar archive is never taken for a segment (its header passes the segment sniff)."""
+    import tarfile
+    import zipfile
+
+    ld = SAMPLE / "broker-1"
+    with tarfile.open(tmp_path / "logs.tgz", "w:gz") as t:
+        t.add(ld, arcname="broker-1")
+    with tarfile.open(tmp_path / "logs.tar", "w") as t:
+        t.add(ld, arcname="broker-1")
+    with zipfile.ZipFile(tmp_path / "logs.zip", "w") as z:
+        z.write(ld / "meta.properties", "broker-1/meta.properties")
+    res = CliRunner().invoke(cli, ["scan", *(str(tmp_path / n) for n in ("logs.tgz", "logs.tar", "logs.zip")),
+                                   "--no-keep-tables"])
+    assert res.exit_code == 2
+    msg = " ".join(res.stderr.split())
+    for name, what in (("logs.tgz", "a gzip-compressed file (a .tar.gz?)"), ("logs.tar", "a tar archive"),
+                       ("logs.zip", "a zip archive")):
+        assert f"{tmp_path / name}: {what}, not a Kafka file: unpack it" in msg, msg
+
+
 def test_batch_missing_input_fails_before_spark(tmp_path):
     t0 = time.monotonic()
     proc = _run(["batch", "--input", str(tmp_path / "gone"), "--warehouse", str(tmp_path / "wh")], _env(tmp_path), 60)

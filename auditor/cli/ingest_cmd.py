@@ -55,6 +55,8 @@ def check_inputs(inputs: list[str], plan) -> None:
             found.append(f"{given}: cannot be read ({top.note or 'no permission'})")
         elif not under or all(fi.kind == "empty-dir" for fi in under):
             found.append(f"{given}: empty directory, no file in it")
+        elif len(under) == 1 and under[0].path == root and under[0].note:  # a file given alone, e.g. an archive
+            found.append(f"{given}: {under[0].note}")
         else:
             names = sorted({fi.path.rsplit("/", 1)[-1] for fi in under})
             found.append(f"{given}: {len(under)} file{'s' if len(under) != 1 else ''}, none a Kafka file this tool "

@@ -62,6 +62,33 @@ def _sniff_segment(path: str) -> bool:
     return head[16] in (0, 1, 2) and size >= 14
 
 
+# what an archive or a compressed file starts with (offset, magic, what it is, how to open it)
+_ARCHIVES = (
+    (0, b"\x1f\x8b", "a gzip-compressed file (a .tar.gz?)", "tar -xzf"),
+    (0, b"BZh", "a bzip2-compressed file (a .tar.bz2?)", "tar -xjf"),
+    (0, b"\xfd7zXZ\x00", "an xz-compressed file (a .tar.xz?)", "tar -xJf"),
+    (0, b"\x28\xb5\x2f\xfd", "a zstd-compressed file (a .tar.zst?)", "tar --zstd -xf"),
+    (0, b"PK\x03\x04", "a zip archive", "unzip"),
+    (257, b"ustar", "a tar archive", "tar -xf"),
+)
+
+
+def archive_note(path: str) -> str | None:
+    """Why a file given as an input is not read when it is an archive or a compressed file (a
+    ticket's attachment, most often): what it is and how to unpack it. None otherwise. The tool
+    reads the files a broker writes, never an archive of them: unpacking needs room and a place
+    the user chooses."""
+    try:
+        with open_input(path) as f:
+            head = f.read(262)
+    except OSError:
+        return None
+    for at, magic, what, how in _ARCHIVES:
+        if head[at:at + len(magic)] == magic:
+            return f"{what}, not a Kafka file: unpack it ({how} ...) and give the directories it holds"
+    return None
+
+
 def _with_dump_texts(files: list[FileInfo]) -> list[FileInfo]:
     """Each kafka-dump-log text among the files Kafka would not name (any extension,
     given or found in a directory) expanded into its dumped blocks
@@ -105,8 +132,13 @@ def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan
     remote_store.attach(files)  # tiered storage: remote segments join a replica of their partition
     brokers: dict[str, dict] = {}
     for fi in files:
-        if fi.kind == "unknown" and fi.path == fi.input_root and _sniff_segment(fi.path):
-            fi.kind, fi.note = "segment", "treated as a log segment by its content (name is not Kafka's)"
+        if fi.kind == "unknown" and fi.path == fi.input_root and fi.size > 0:
+            # an archive first: a tar header can pass for a segment's first batch
+            archive = archive_note(fi.path)
+            if archive is not None:
+                fi.note = archive
+            elif _sniff_segment(fi.path):
+                fi.kind, fi.note = "segment", "treated as a log segment by its content (name is not Kafka's)"
         if fi.kind == "segment" and fi.topic is None and fi.dir_status != remote_store.REMOTE:
             # a segment without its partition directory: which partition it holds, and what segments
             # come before and after it, are unknown. It is a replica of its own (its path as its log
