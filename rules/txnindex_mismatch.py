@@ -103,7 +103,7 @@ def run(ctx):
     files = ctx.tables_dir / "files"
     if files.exists():
         judged = judged.unionByName(ctx.table("files").where("kind = 'txn-index'").select(*REPLICA))
-    judged = judged.where("topic IS NOT NULL").distinct()
+    judged = judged.distinct()  # segments whose partition is unknown too: their directory is their replica
     t = join_replica(ctx.transactions.where("marker_offset IS NOT NULL"), F.broadcast(judged)).select(
         *REPLICA, "producer_id", F.col("marker_offset").alias("offset"), "marker_type", "state", "data_batches",
         F.col("first_offset").alias("data_first_offset"), "last_data_offset", "marker_timestamp", "marker_epoch")

@@ -336,3 +336,34 @@ def _audit_only(spark, tables):
     from auditor.engine.runner import audit
 
     return audit(spark, str(tables)).findings
+
+
+def test_a_partition_directory_under_a_name_of_the_users_own_is_one_replica(spark, tmp_path):
+    """orders-0 copied as ``orders-0.bak``: not a partition directory's name, so its partition is not
+    known, but Kafka keeps one partition per directory -- its segments, indexes and snapshots are one
+    replica, keyed by the directory (auditor.ingest.plan). The same transactions as in place, and no
+    warning the directory in place does not give (its .txnindex entries were once judged against no
+    marker at all: three txnindex-mismatch warnings)."""
+    import shutil
+
+    from auditor.engine.context import AuditContext
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
+
+    def run(path: Path, name: str) -> tuple:
+        out = tmp_path / name
+        ingest(spark, [str(path)], str(out))
+        found = {(f["rule"], f["kind"]) for f in audit(spark, str(out)).findings if RANK[f["severity"]] >= 1}
+        ctx = AuditContext(spark, str(out))
+        try:
+            states = {r["state"]: r["count"] for r in ctx.transactions.groupBy("state").count().collect()}
+            return found, states, ctx.partitions.count()
+        finally:
+            ctx.close()
+
+    src = SAMPLE_LOGS / "clean" / "broker-1" / "orders-0"
+    copy = tmp_path / "copies" / "orders-0.bak"
+    shutil.copytree(src, copy)
+    in_place, renamed = run(src, "in-place"), run(copy.parent, "renamed")
+    assert renamed[2] == 1 and renamed[1] == in_place[1], (renamed, in_place)
+    assert renamed[0] <= in_place[0], renamed[0] - in_place[0]

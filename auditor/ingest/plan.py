@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass
 
 from auditor.errors import DecodeError
-from auditor.ingest.discovery import FileInfo, discover
+from auditor.ingest.discovery import FileInfo, classify_file, discover
 from auditor.ingest import remote_store
 from auditor.ingest.storage import file_size, join, open_input
 
@@ -61,6 +61,10 @@ def _sniff_segment(path: str) -> bool:
     _off, size = struct.unpack_from(">qi", head, 0)
     return head[16] in (0, 1, 2) and size >= 14
 
+
+# the files Kafka keeps in a partition directory
+PARTITION_FILE_KINDS = ("segment", "offset-index", "time-index", "txn-index", "producer-snapshot",
+                        "leader-epoch-checkpoint", "partition-metadata")
 
 # what an archive or a compressed file starts with (offset, magic, what it is, how to open it)
 _ARCHIVES = (
@@ -139,12 +143,15 @@ def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan
                 fi.note = archive
             elif _sniff_segment(fi.path):
                 fi.kind, fi.note = "segment", "treated as a log segment by its content (name is not Kafka's)"
-        if fi.kind == "segment" and fi.topic is None and fi.dir_status != remote_store.REMOTE:
-            # a segment without its partition directory: which partition it holds, and what segments
-            # come before and after it, are unknown. It is a replica of its own (its path as its log
-            # dir: a cluster of its own too), never merged with another such file -- two partitions'
-            # segments handed over side by side would otherwise be replayed as one log
-            fi.log_dir = fi.path
+        if fi.kind in PARTITION_FILE_KINDS and fi.topic is None and fi.dir_status != remote_store.REMOTE:
+            # a partition's file whose partition is unknown (given without its partition directory, or
+            # found in a directory not named topic-N): which partition it holds, and what comes before and
+            # after it, are unknown. Kafka keeps one partition per directory, so its files under Kafka's
+            # names in one directory are one replica (the directory as its log dir, and a cluster of its
+            # own); a segment under a name of the user's own is one by itself -- two partitions' segments
+            # handed over side by side must not be replayed as one log
+            fi.log_dir = posixpath.dirname(fi.path) if classify_file(posixpath.basename(fi.path))[0] == fi.kind \
+                else fi.path
         if fi.log_dir and fi.log_dir not in brokers:
             brokers[fi.log_dir] = {} if fi.log_dir == fi.path else _read_meta(fi.log_dir)
         meta = brokers.get(fi.log_dir or "", {})

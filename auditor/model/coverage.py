@@ -44,7 +44,8 @@ from auditor.ingest.not_given import left_out
 from auditor.model.clusters import cluster_key
 
 TXN_TOPIC = "__transaction_state"
-# ``given_as`` of a segment given without its partition directory: its partition and its neighbours unknown
+# ``given_as`` of segments whose partition is unknown (given without their partition directory, or in a
+# directory not named topic-N): their partition and what precedes and follows them are unknown
 SEGMENT_ALONE = "segment-alone"
 CHECKPOINT_OK = ("ok", "empty")
 
@@ -88,9 +89,9 @@ class Coverage:
         alone = [r[2] for r in self.replicas if r[5] == SEGMENT_ALONE]
         if alone:
             more = f" and {len(alone) - 3} more" if len(alone) > 3 else ""
-            out.append(f"segment(s) given without their partition directory ({', '.join(alone[:3])}{more}): their "
-                       "topic, partition and the segments before and after them are not known (their producers' "
-                       "sequences are not judged)")
+            out.append(f"segments whose partition is not known ({', '.join(alone[:3])}{more}: given without their "
+                       "partition directory, or in a directory not named topic-N): their topic, partition and the "
+                       "segments before and after them are not known (their producers' sequences are not judged)")
         for c in self.coordinator:
             if not c[4]:
                 if c[1] == 0:
@@ -132,11 +133,12 @@ def build(files: list[dict] | None, not_given: list[dict], partition_counts, bro
         replicas.append((c, b, g["log_dir"], g["topic"], g["partition"], "file", g["before"], g["after"],
                          g["between"], g["next_not_given_offset"], g.get("gap_from_offset"), g.get("gap_to_offset")))
     replicas = _with_unread_segments(replicas, files)
-    # a segment given without its partition directory (auditor.ingest.plan: its path is its log dir):
-    # neither its log start nor its log end is known
-    replicas += [(cluster_key(f.get("cluster_id"), f["log_dir"]), f.get("broker_id"), f["log_dir"], None, None,
-                  SEGMENT_ALONE, 0, 0, 0, None, None, None)
-                 for f in files if f.get("kind") == "segment" and f.get("topic") is None and f.get("log_dir") is not None]
+    # segments whose partition is unknown (auditor.ingest.plan: their directory, or the file itself, is their
+    # log dir): neither their log start nor their log end is known
+    alone = {f["log_dir"]: (cluster_key(f.get("cluster_id"), f["log_dir"]), f.get("broker_id"), f["log_dir"], None,
+                            None, SEGMENT_ALONE, 0, 0, 0, None, None, None)
+             for f in files if f.get("kind") == "segment" and f.get("topic") is None and f.get("log_dir") is not None}
+    replicas += list(alone.values())
     log_dirs = []
     # (cluster, log dir) pairs holding partitions of the input (the parent of a partition dir given alone too)
     pairs = {(cluster_key(f.get("cluster_id"), f["log_dir"]), f["log_dir"]): f.get("broker_id") for f in files

@@ -180,7 +180,8 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
     later = F.concat(
         F.lit("the marker may be in what was not given: "),
         F.when(F.col("given_as") == SEGMENT_ALONE, F.lit(
-            "the segment was given without its partition directory, so the segments after it are not known"))
+            "the partition of the segment is not known (given without its partition directory, or in a directory not "
+            "named topic-N), so the segments after it are not known"))
         .when(F.col("later_segments_not_given") > 0, F.concat(
             F.col("later_segments_not_given").cast("string"), F.lit(" later segment(s) of the partition's directory, from "
                                                                    "offset "), F.col("next_not_given_offset").cast("string")))
