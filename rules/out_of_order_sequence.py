@@ -6,6 +6,8 @@ one (partition, producer id, epoch) should therefore chain exactly. The rule
 reports:
 
 * ``gap`` — sequences missing between two batches;
+* ``undetermined`` — such a gap where the input cannot show whether the topic is
+  compacted (see below);
 * ``duplicate`` — the same sequence range stored at two offsets within the
   broker's 5-batch deduplication window;
 * ``regression`` — a batch whose sequence goes backwards;
@@ -17,7 +19,10 @@ carry the producer's id and epoch but are appended by the group coordinator,
 whose appends are never sequence-checked. On compacted topics the cleaner
 removes whole batches (``LogCleaner``: all but a producer's last one), so a
 ``gap`` there is what compaction leaves and is not reported; the other kinds
-still are. Nor is a ``gap`` or ``new-epoch-nonzero`` across segments the user
+still are. Where the input cannot show whether the topic is compacted (a
+partition directory given without its log dir's ``cleaner-offset-checkpoint``
+and without the metadata log: ``auditor/model/coverage.py``), a gap is
+``undetermined`` (warning) instead of loss. Nor is a ``gap`` or ``new-epoch-nonzero`` across segments the user
 left out between the ones given (``auditor/model/coverage.py``): the missing
 batches may be there.
 
@@ -59,6 +64,13 @@ KINDS = {
     "duplicate": Kind("critical", "duplicate " + _WHERE + " also stored at offset {other_offset}",
                       advice=_ADVICE + "; consumers see the records twice: deduplicate downstream"),
     "gap": Kind("error", "gap " + _WHERE + ", expected {expected_sequence} after offset {other_offset}", advice=_ADVICE),
+    "undetermined": Kind("warning", "gap " + _WHERE + ", expected {expected_sequence} after offset {other_offset}: "
+                         "records lost, or removed by the log cleaner if the topic is compacted, which the input "
+                         "cannot show (no cleaner-offset-checkpoint of its log dir, no metadata log)",
+                         advice="scan the whole log dir (its cleaner-offset-checkpoint lists the partitions the cleaner "
+                                "has compacted), or check the topic online: kafka-configs.sh --bootstrap-server "
+                                "<broker:port> --describe --topic <topic> (cleanup.policy); if it is not compacted, "
+                                "the records are lost: " + _ADVICE),
     "regression": Kind("error", "regression " + _WHERE + ", expected {expected_sequence} after offset {other_offset}",
                        advice=_ADVICE),
     "new-epoch-nonzero": Kind("error", "new epoch starting at a non-zero sequence " + _WHERE + " (previous epoch "
@@ -109,7 +121,8 @@ def run(ctx):
 
     f = f.withColumn("_rank", F.row_number().over(Window.partitionBy(*REPLICA, "producer_id", "base_offset").orderBy(
         F.when(F.col("kind") == "duplicate", 0).otherwise(1)))).where("_rank = 1").drop("_rank")
-    f = join_replica(f, ctx.partitions.select(*REPLICA, "is_compacted", "gap_from_offset", "gap_to_offset"), "left")
+    f = join_replica(f, ctx.partitions.select(*REPLICA, "is_compacted", "compaction_known", "gap_from_offset",
+                                              "gap_to_offset"), "left")
     # segments between the given ones were left out (auditor.model.coverage): a gap, or a new epoch's
     # first batch, across them is what the input lacks, not what the log holds
     across = (F.col("gap_from_offset").isNotNull() & (F.col("other_offset") < F.col("gap_to_offset"))
@@ -118,6 +131,10 @@ def run(ctx):
     # the cleaner removes whole batches (a producer's last batch excepted): on a compacted topic a
     # forward gap is what compaction leaves, not a finding
     f = f.where(~(F.coalesce(F.col("is_compacted"), F.lit(False)) & (F.col("kind") == "gap")))
+    # where the input cannot show whether the topic is compacted (a partition directory given alone), a
+    # gap may be the cleaner's: undetermined, not loss
+    f = f.withColumn("kind", F.when((F.col("kind") == "gap") & ~F.coalesce(F.col("compaction_known"), F.lit(True)),
+                                    F.lit("undetermined")).otherwise(F.col("kind")))
     return f.select(
         *REPLICA, "producer_id", "producer_epoch",
         F.least("other_offset", "base_offset").alias("first_offset"),

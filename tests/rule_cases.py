@@ -6,7 +6,8 @@ A case file holds
 * ``input`` — the table rows, as a list of :class:`tables_builder.TableSet` calls
   ``- <method>: {<keyword>: <value>, ...}`` (``batch``, ``marker``, ``txn``,
   ``tombstone``, ``checkpoint``, ``snapshot_entry``, ``txnindex_entry``,
-  ``pid_block``, ``offset_commit``, ``config``, ``inventory_file``, ``clean_shutdown``, ``not_given``,
+  ``pid_block``, ``offset_commit``, ``config``, ``inventory_file``, ``cleaner_checkpoint``, ``clean_shutdown``,
+  ``not_given``,
   ``remote_segment``); a time may be
   written ``T0``, ``T0+2h``, ``T0-100`` (ms, or with a unit ``s``/``m``/``h``/``d``);
 * ``other_cluster`` (optional) — rows put in a second cluster of their own, which
@@ -39,7 +40,7 @@ from tables_builder import T0, TableSet
 CASES_DIR = Path(__file__).resolve().parent / "rules"
 CALLS = ("batch", "marker", "txn", "tombstone", "checkpoint", "snapshot_entry", "txnindex_entry", "pid_block",
          "remote_segment", "leader_epoch",
-         "offset_commit", "config", "inventory_file", "clean_shutdown", "not_given")
+         "offset_commit", "config", "inventory_file", "cleaner_checkpoint", "clean_shutdown", "not_given")
 KEYS = {"description", "input", "other_cluster", "options", "example", "findings"}
 COLUMNS = [name for name, _ in FINDING_COLUMNS]
 

@@ -182,6 +182,17 @@ class TableSet:
             "size": 0, "status": "empty", "problem_count": 0})
         return self
 
+    def cleaner_checkpoint(self, broker_id: int | None = None) -> "TableSet":
+        """The ``files`` row of the log dir's ``cleaner-offset-checkpoint``, empty: the log cleaner has
+        never compacted a partition of it (``auditor.model.coverage``: compaction known)."""
+        ctx = self._ctx(None, None, broker_id)
+        self.rows["files"].append({
+            "path": f"{ctx['log_dir']}/cleaner-offset-checkpoint", "input_root": ctx["log_dir"],
+            "log_dir": ctx["log_dir"], "cluster_id": ctx["cluster_id"], "broker_id": ctx["broker_id"], "topic": None,
+            "partition": None, "dir_status": "root", "kind": "cleaner-offset-checkpoint", "file_status": "live",
+            "base_offset": None, "size": 0, "status": "empty", "problem_count": 0})
+        return self
+
     def clean_shutdown(self, broker_id: int | None = None) -> "TableSet":
         """The ``files`` row of the log dir's ``.kafka_cleanshutdown``: its broker stopped cleanly and did
         not start again (:mod:`auditor.model.moving`)."""

@@ -23,6 +23,12 @@ concluded from such a part, and they are established here once:
   server.properties: neither is on disk, and Kafka's default is assumed, as
   before.) A log dir without ``meta.properties`` (a partition directory copied
   out of its log dir) may be either, and counts as KRaft;
+* **whether a topic is compacted** — the cleaner removes whole batches (a
+  producer's sequence then skips), so a sequence gap is loss only where the topic
+  is known not to have been cleaned: its ``cleanup.policy`` is in the metadata log,
+  or the log dir's ``cleaner-offset-checkpoint`` (created by the broker at
+  start-up, ``LogCleanerManager``; an entry for every partition it has cleaned) was
+  given. A partition directory given alone shows neither;
 * **the coordinator's state** — a cluster's ``__transaction_state`` partitions
   given, against how many it has (the metadata log's PartitionRecords, else the
   partition directories found: :func:`auditor.forensics.coordinator_lookup.partition_counts`).
@@ -54,7 +60,7 @@ REPLICA_COVERAGE_SCHEMA = (
     "earlier_segments_not_given int, later_segments_not_given int, segments_not_given_between int, "
     "next_not_given_offset bigint, gap_from_offset bigint, gap_to_offset bigint")
 LOG_DIR_SCHEMA = ("cluster_id string, broker_id int, log_dir string, log_start_checkpoint_given boolean, "
-                  "producer_id_expiration_known boolean")
+                  "producer_id_expiration_known boolean, compaction_known boolean")
 COORDINATOR_COVERAGE_SCHEMA = (
     "cluster_id string, coordinator_partitions_given int, coordinator_partitions_expected int, "
     "coordinator_partitions_source string, coordinator_complete boolean")
@@ -148,13 +154,18 @@ def build(files: list[dict] | None, not_given: list[dict], partition_counts, bro
            and f.get("partition") is None and f.get("log_dir") is not None}
     metadata = {cluster_key(f.get("cluster_id"), f["log_dir"]) for f in files
                 if f.get("topic") == "__cluster_metadata" and f.get("log_dir") is not None}
+    cleaner = {(cluster_key(f.get("cluster_id"), f["log_dir"]), f["log_dir"]) for f in files
+               if f.get("kind") == "cleaner-offset-checkpoint" and f.get("status") in CHECKPOINT_OK
+               and f.get("partition") is None and f.get("log_dir") is not None}
     for (c, d), b in sorted(pairs.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
         # KRaft, or not known to be ZooKeeper: a log dir the manifest has no meta.properties for (a
         # partition directory copied out of its log dir) may be a KRaft broker's, whose setting only
         # the metadata log shows. Without a manifest (the batch job) every log dir counts as read whole
         meta = (brokers or {}).get(d)
         kraft = meta.get("version") == 1 if meta else brokers is not None
-        log_dirs.append((c, b, d, (c, d) in cps, c in metadata or not kraft))
+        # whether a partition's topic is compacted: its cleanup.policy (the metadata log), or the log dir's
+        # cleaner-offset-checkpoint (Kafka creates it at start-up and lists every partition it has cleaned)
+        log_dirs.append((c, b, d, (c, d) in cps, c in metadata or not kraft, (c, d) in cleaner or c in metadata))
     given: dict[str, set[int]] = {}
     clusters = set()
     for f in files:

@@ -87,7 +87,9 @@ def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_
       (``compacted_topics``: :func:`auditor.model.config.compacted_topics`), or if it
       is an internal compacted topic;
     * from ``replica_coverage`` and ``log_dir_coverage`` (:mod:`auditor.model.coverage`):
-      ``given_as``, the segments left out, ``log_start_checkpoint_given``, and
+      ``given_as``, the segments left out, ``log_start_checkpoint_given``,
+      ``compaction_known`` (compacted, or the log dir's cleaner-offset-checkpoint or the
+      cluster's metadata log given: whether the topic is compacted is known), and
       ``log_start_known`` (every segment of the directory and the log dir's
       log-start-offset-checkpoint given), ``log_end_known`` (no later segment left
       out, the high watermark not beyond the last given batch);
@@ -127,6 +129,9 @@ def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_
         "segments_not_given_between": F.coalesce("segments_not_given_between", zero),
         # a log dir the inventory does not list (hand-made tables) is taken as given whole
         "log_start_checkpoint_given": F.coalesce("log_start_checkpoint_given", F.lit(True)),
+        # compacted (or not) as far as the input shows: cleaned, or its log dir's cleaner checkpoint or
+        # the metadata log given (auditor.model.coverage); an uninventoried log dir counts as given whole
+        "compaction_known": F.col("is_compacted") | F.coalesce("compaction_known", F.lit(True)),
     })
     p = _with_remote(p, remote_extents)
     placed = F.col("given_as") != SEGMENT_ALONE  # a segment given alone: what precedes and follows it is unknown

@@ -62,6 +62,9 @@ def mutate_out_of_order(name: str, out: Path) -> dict:
     retained = [w for w in exp["writes"] if w["producer"] == "Q" and w["record_offsets"][0] >= low]
     prev, targets = retained[0], {w["record_offsets"][0]: w for w in retained[1:]}
     dst = _copy_base(base, name, ["ledger-0"], out)
+    # the log dir's cleaner checkpoint too: it shows ledger-0 was never compacted, so the gap is loss
+    # (without it, a gap in a partition directory alone is undetermined: rules/out_of_order_sequence.py)
+    shutil.copy2(out / base / "broker-1" / "cleaner-offset-checkpoint", dst / "cleaner-offset-checkpoint")
     for snap in (dst / "ledger-0").glob("*.snapshot"):
         snap.unlink()  # our copy, not the capture
     changes = []
@@ -90,8 +93,9 @@ def mutate_out_of_order(name: str, out: Path) -> dict:
                       f"{prev['producer_id']} from offset {first['batch_base_offset']} on",
             "crc": "each changed batch's CRC-32C (batch bytes 17-20) recomputed over batch bytes 21..end",
             "batches": changes,
-            "other_files": "meta.properties and ledger-0 copied from ../unknown-producer/broker-1; the producer "
-                           "snapshots (*.snapshot) of ledger-0 are left out because they hold the real sequences",
+            "other_files": "meta.properties, cleaner-offset-checkpoint and ledger-0 copied from "
+                           "../unknown-producer/broker-1; the producer snapshots (*.snapshot) of ledger-0 are left out "
+                           "because they hold the real sequences",
         },
         "expect": {"anomalies": [{
             "type": "out-of-order-sequence", "topic": "ledger", "partition": 0, "producer_id": prev["producer_id"],
