@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterator
 
 from auditor.ingest import remote_store
-from auditor.ingest.storage import RemotePath, as_path, file_type, is_remote, normalize
+from auditor.ingest.storage import RemotePath, as_path, file_type, normalize
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SPECIAL_DIR = re.compile(r"^(?P<base>.+-\d+)\.(?P<uuid>[0-9a-fA-F]{32})-(?P<status>delete|future|stray)$")
@@ -146,21 +146,25 @@ def classify_file(name: str) -> tuple[str, str, int | None, int | None]:
     return "unknown", "live", None, None
 
 
-def _stat(path: Path) -> tuple[int, int]:
+def _stat(path: Path) -> tuple[int, int, tuple | None]:
+    """Size, mtime (ms) and, for a local file, its identity (device, inode: :func:`discover` lists a
+    file reached twice once)."""
     st = path.stat()
     ms = getattr(st, "mtime_ms", None)  # a remote store's, exact
-    return st.st_size, int(st.st_mtime * 1000) if ms is None else ms
+    ino = getattr(st, "st_ino", None)
+    identity = None if isinstance(path, RemotePath) or not ino else (st.st_dev, ino)
+    return st.st_size, int(st.st_mtime * 1000) if ms is None else ms, identity
 
 
 def _info(path: Path, root: str, log_dir: str | None, topic, partition, dir_status) -> FileInfo:
     kind, fstatus, base, epoch = classify_file(path.name)
     try:
-        size, mtime = _stat(path)
+        size, mtime, identity = _stat(path)
     except OSError as exc:
         return FileInfo(str(path), root, log_dir, topic, partition, dir_status, kind, fstatus, base, epoch, -1, -1,
                         note=f"cannot stat: {exc.strerror}")
     return FileInfo(str(path), root, log_dir, topic, partition, dir_status, kind, fstatus, base, epoch, size, mtime,
-                    note=out_of_range(path.name))
+                    note=out_of_range(path.name), extra={IDENTITY: identity} if identity else {})
 
 
 def _not_a_file(path: Path, root: str, log_dir: str | None, topic, partition, dir_status) -> FileInfo:
@@ -197,7 +201,8 @@ def discover(inputs: list[str]) -> Iterator[FileInfo]:
     files_seen: set = set()
     for fi in _discover(inputs, visited):
         if fi.size >= 0 and fi.kind not in _DIR_KINDS:
-            key = _file_key(fi.path)
+            # a local file by its device and inode (a symbolic link and its target are one), a remote one by path
+            key = fi.extra.get(IDENTITY) or fi.path
             if key in files_seen:
                 continue
             files_seen.add(key)
@@ -206,18 +211,8 @@ def discover(inputs: list[str]) -> Iterator[FileInfo]:
 
 # inventory kinds that stand for a directory, not a file
 _DIR_KINDS = ("empty-dir", "symlink-loop", "unreadable-dir", "out-of-range-name")
-
-
-def _file_key(path: str):
-    """What makes two paths one file: the device and inode of a local file (a symbolic link
-    and its target are one); a remote store's path as it is."""
-    if is_remote(path):
-        return path
-    try:
-        st = os.stat(path)
-    except OSError:
-        return path
-    return st.st_dev, st.st_ino
+# FileInfo.extra: a local file's (device, inode), from the stat that sized it
+IDENTITY = "identity"
 
 
 def _discover(inputs: list[str], visited: Visited) -> Iterator[FileInfo]:
@@ -355,7 +350,7 @@ def _remote_partition(d: Path, root: str) -> Iterator[FileInfo]:
             yield _info(child, root, None, topic, part, remote_store.REMOTE)
         else:
             try:
-                size, mtime = _stat(child)
+                size, mtime, _ = _stat(child)
             except OSError as exc:
                 size, mtime = -1, -1
                 note = f"cannot stat: {exc.strerror}"

@@ -49,13 +49,18 @@ def _read_meta(log_dir: str) -> dict:
         return {}
 
 
-def _sniff_segment(path: str) -> bool:
-    """Does a file with a non-Kafka name look like a log segment (for files given directly)?"""
+def _head(path: str) -> bytes:
+    """The first bytes of a file given directly under a name Kafka would not give it: enough for
+    :func:`archive_note` and :func:`_sniff_segment` (b"" when it cannot be read)."""
     try:
         with open_input(path) as f:
-            head = f.read(17)
+            return f.read(262)
     except OSError:
-        return False
+        return b""
+
+
+def _sniff_segment(head: bytes) -> bool:
+    """Does a file with a non-Kafka name, starting with ``head``, look like a log segment?"""
     if len(head) < 17:
         return False
     _off, size = struct.unpack_from(">qi", head, 0)
@@ -77,16 +82,11 @@ _ARCHIVES = (
 )
 
 
-def archive_note(path: str) -> str | None:
-    """Why a file given as an input is not read when it is an archive or a compressed file (a
-    ticket's attachment, most often): what it is and how to unpack it. None otherwise. The tool
-    reads the files a broker writes, never an archive of them: unpacking needs room and a place
-    the user chooses."""
-    try:
-        with open_input(path) as f:
-            head = f.read(262)
-    except OSError:
-        return None
+def archive_note(head: bytes) -> str | None:
+    """Why a file given as an input, starting with ``head``, is not read when it is an archive or a
+    compressed file (a ticket's attachment, most often): what it is and how to unpack it. None
+    otherwise. The tool reads the files a broker writes, never an archive of them: unpacking needs
+    room and a place the user chooses."""
     for at, magic, what, how in _ARCHIVES:
         if head[at:at + len(magic)] == magic:
             return f"{what}, not a Kafka file: unpack it ({how} ...) and give the directories it holds"
@@ -138,10 +138,11 @@ def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan
     for fi in files:
         if fi.kind == "unknown" and fi.path == fi.input_root and fi.size > 0:
             # an archive first: a tar header can pass for a segment's first batch
-            archive = archive_note(fi.path)
+            head = _head(fi.path)
+            archive = archive_note(head)
             if archive is not None:
                 fi.note = archive
-            elif _sniff_segment(fi.path):
+            elif _sniff_segment(head):
                 fi.kind, fi.note = "segment", "treated as a log segment by its content (name is not Kafka's)"
         if fi.kind in PARTITION_FILE_KINDS and fi.topic is None and fi.dir_status != remote_store.REMOTE:
             # a partition's file whose partition is unknown (given without its partition directory, or

@@ -63,9 +63,7 @@ def by_replica_id(df, ids):
     no broker id, and its batches are a replica like any other."""
     from pyspark.sql import functions as F
 
-    small = F.broadcast(ids.select(*(F.col(c).alias(f"_id_{c}") for c in REPLICA), "replica_id"))
-    cond = [df[c].eqNullSafe(small[f"_id_{c}"]) for c in REPLICA]
-    return df.join(small, cond, "inner").drop(*REPLICA, *(f"_id_{c}" for c in REPLICA))
+    return join_replica(df, F.broadcast(ids.select(*REPLICA, "replica_id"))).drop(*REPLICA)
 
 
 def with_replica(df, ids):
