@@ -120,7 +120,7 @@ def run(ctx):
     from pyspark.sql import functions as F
 
     h = ctx.coordinator_history
-    allowed = ctx.spark.createDataFrame(allowed_pairs(), "prev_state_label string, state_label string").withColumn(
+    allowed = ctx.small_df(allowed_pairs(), "prev_state_label string, state_label string").withColumn(
         "allowed", F.lit(True))
     h = ctx.with_as_of(h.join(F.broadcast(allowed), ["prev_state_label", "state_label"], "left"))
     as_of = F.col("as_of_ms")

@@ -65,7 +65,7 @@ class DeltaAuditContext(AuditContext):
         if all(p is not None for p in local):
             self._files[name] = local
         if not files:
-            return self.spark.createDataFrame([], df.schema)
+            return self.small_df([], df.schema)
         return self.spark.read.schema(df.schema).parquet(*files)
 
     @property

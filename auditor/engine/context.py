@@ -154,13 +154,13 @@ class AuditContext:
         if fan:
             remote = self._remote_replica_rows(df, name)  # an inner join on file: those files' rows only
             if len(fan) > MAX_ISIN_FILES:
-                paths = self.spark.createDataFrame([(p,) for p in sorted(fan)], "file string")
+                paths = self.small_df([(p,) for p in sorted(fan)], "file string")
                 df = df.join(F.broadcast(paths), "file", "left_anti")
             else:
                 df = df.where(~in_strings("file", sorted(fan)))
         dead = sorted(p for p, lv in live.items() if not lv.live and p not in fan)
         if len(dead) > MAX_ISIN_FILES:
-            gone = self.spark.createDataFrame([(p,) for p in dead], "file string")
+            gone = self.small_df([(p,) for p in dead], "file string")
             df = df.join(F.broadcast(gone), "file", "left_anti")
         elif dead:
             df = df.where(~in_strings("file", dead))
@@ -195,7 +195,7 @@ class AuditContext:
                 owner.setdefault(r["log_dir"], (r.get("broker_id"), cluster_key(r.get("cluster_id"), r["log_dir"])))
         rows = [(path, d, *owner.get(d, (None, cluster_key(None, d))), lv.end_offset)
                 for path, per in sorted(self._remote_fan.items()) for d, lv in per if lv.live]
-        return self.spark.createDataFrame(rows, "file string, _log_dir string, _broker_id int, _cluster_id string, "
+        return self.small_df(rows, "file string, _log_dir string, _broker_id int, _cluster_id string, "
                                                 "_end_offset bigint")
 
     def _remote_replica_rows(self, df, name: str):
@@ -358,9 +358,12 @@ class AuditContext:
             r["cluster_id"] = cluster_key(r.get("cluster_id"), r.get("log_dir"))
         return [r for r in rows if r.get("segment_id") is not None or r.get("api_key") == 2]
 
-    def small_df(self, rows, schema: str):
-        """A small DataFrame of driver-side rows (the views of the input's coverage)."""
-        return self.spark.createDataFrame(rows, schema)
+    def small_df(self, rows, schema):
+        """A small DataFrame of driver-side rows (the views of the input's coverage, the live
+        log's file lists), sent as Arrow data: no Python worker (:mod:`auditor.spark.local_rows`)."""
+        from auditor.spark.local_rows import local_df
+
+        return local_df(self.spark, rows, schema)
 
 
 
