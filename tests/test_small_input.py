@@ -187,3 +187,37 @@ def test_call_site_names_the_jobs_of_the_block_and_of_its_pipeline_then_restores
     store = sc._jsc.sc().statusStore()
     # the worker's job carries the name (its stages' long call site), not one walked from its stack
     assert stages and all(store.lastStageAttempt(s).details() == "txn-audit test" for s in stages)
+
+
+def test_joins_of_one_partition_tables_shuffle_nothing_on_the_small_path(spark, tmp_path):
+    """Tables read as one partition need no shuffle for a join, whatever the joins below
+    them: under the small path's settings a chain of outer joins over three such tables plans
+    no exchange, where Spark's own size check (a join's estimate is the product of its sides')
+    re-shuffles both sides of every join above the first. (An inner join's output is a
+    collection of its sides' partitionings, which that check does not take for one partition:
+    the join above it still shuffles.)"""
+    from pyspark.sql import functions as F
+
+    from auditor.perf.tuning import small_sql_conf, sql_conf
+
+    for name in ("a", "b", "c"):
+        spark.range(2000).select(F.col("id").alias("k"), (F.col("id") * 7).alias(f"v_{name}")) \
+            .write.parquet(str(tmp_path / name))
+
+    def exchanges(conf) -> int:
+        with sql_conf(spark, conf):
+            a, b, c = (spark.read.parquet(str(tmp_path / n)).coalesce(1) for n in ("a", "b", "c"))
+            q = (a.join(b, "k", "left").join(c, "k", "left").join(a.withColumnRenamed("v_a", "w"), "k", "left")
+                 .groupBy("v_b").count())
+            plan = q._jdf.queryExecution().executedPlan().toString()
+            assert q.count() == 2000
+        return plan.count("Exchange")
+
+    small = small_sql_conf()
+    spark_sizes = {**small, **{k: spark.conf.get(k) for k in (
+        "spark.sql.maxSinglePartitionBytes", "spark.sql.sources.fileCompressionFactor",
+        "spark.sql.defaultSizeInBytes")}}
+    # the session's own values of the three size settings, the rest of the small path kept
+    spark_sizes = {k: v for k, v in spark_sizes.items() if v is not None}
+    assert exchanges(small) == 0
+    assert exchanges(spark_sizes) > 0
