@@ -116,7 +116,7 @@ SMALL_SQL_CONF: dict[str, str] = {
     # shuffle -- but for a join Spark keeps them so only when each side's *estimated* size is at most
     # spark.sql.maxSinglePartitionBytes (EnsureRequirements' preferSinglePartition), and a join's
     # estimate is the product of its sides' (SizeInBytesOnlyStatsPlanVisitor): a few joins of
-    # kilobyte tables pass any limit, and both sides are shuffled to one partition again (200
+    # kilobyte tables pass any limit, and both sides are shuffled to one partition again (159
     # exchanges in one capture's audit). The estimates steer nothing else here (no broadcasts,
     # no adaptive execution), so the files' sizes count as nothing and the limit is the largest:
     # 159 -> 77 exchanges; one capture 9.36 -> 9.17 s, all of sample_logs/ 16.9-17.9 -> 16.7-17.1 s.
