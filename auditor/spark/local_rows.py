@@ -7,9 +7,9 @@ such a DataFrame starts PySpark's worker daemon and forks workers, each importin
 scan's 18.7, for a few dozen rows). An Arrow table goes to the JVM as Arrow batches through
 a file instead, decoded there (``PythonSQLUtils``): no Python process beyond the driver.
 
-Used wherever the audit, its views and its report make a DataFrame of driver-side rows
-(:meth:`auditor.engine.context.AuditContext.small_df` and the few places that have no
-context); the decode's own tasks go this way too (``auditor.ingest.spark_job``).
+The audit, its views, its rules and its report reach it through
+:meth:`auditor.engine.context.AuditContext.small_df`; the decode's own tasks go to the JVM as
+Arrow data too (``auditor.ingest.spark_job``).
 """
 
 from __future__ import annotations

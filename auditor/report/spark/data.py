@@ -24,7 +24,6 @@ from typing import Any
 
 from auditor.model.producer_state.spark import pins_by_bucket
 from auditor.model.replica_key import REPLICA, join_replica
-from auditor.spark.local_rows import local_df
 
 REPORT_DATA_VERSION = 2  # 2: each plotted partition carries the model's LSO (last_stable_offsets)
 LSO_BUCKETS = 240  # points per LSO-lag series
@@ -287,18 +286,17 @@ def plot_queries(ctx, stats: list[dict], keys: "list[tuple] | None" = None) -> d
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    spark = ctx.spark
     b = (ctx.table("batches").where("source = 'segment' AND max_timestamp >= 0")
          .select(*REPLICA, "last_offset", "max_timestamp"))
     if keys is not None:
-        keys_df = F.broadcast(local_df(spark, [list(k) for k in keys], "cluster_id string, topic string, partition int"))
+        keys_df = F.broadcast(ctx.small_df([list(k) for k in keys], "cluster_id string, topic string, partition int"))
         b = b.join(keys_df, ["cluster_id", "topic", "partition"], "inner")
     n = LSO_BUCKETS
     rng_rows = plot_ranges(stats, keys)
     if not rng_rows:
         return {}
-    rng = local_df(
-        spark, rng_rows, "cluster_id string, broker_id int, log_dir string, topic string, partition int, t0 long, t1 long, width long")
+    rng = ctx.small_df(
+        rng_rows, "cluster_id string, broker_id int, log_dir string, topic string, partition int, t0 long, t1 long, width long")
 
     def bucket(col):
         return F.least(F.greatest(F.floor((col - F.col("t0")) / F.col("width")), F.lit(0)), F.lit(n - 1)).cast("int")
