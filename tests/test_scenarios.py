@@ -70,13 +70,14 @@ def results(spark, tmp_path_factory):
         bad += ing.bad_files
         if i == 0:
             # test_audit_modes_agree: the small-input settings with every partition's plot series
-            # collected with the rules (the cap raised: this group has more replicas than a dump gets
-            # it for), with them collected after the findings, and the same tables with a large input's
+            # collected with the rules (the cap raised: whatever the rows this group's plots come to),
+            # with them collected after the findings, and the same tables with a large input's
             with _early_plot_cap(10**6):
                 res = audit(spark, str(out), report=True)
             with _early_plot_cap(0):
                 late = audit(spark, str(out), report=True)
-            modes = {True: res, "late": late, False: audit(spark, str(out), report=True, small=False)}
+            modes = {True: res, "late": late, False: audit(spark, str(out), report=True, small=False),
+                     "tables": str(out)}
         else:
             res = audit(spark, str(out))
         for f in res.findings:
@@ -85,15 +86,15 @@ def results(spark, tmp_path_factory):
 
 
 @contextmanager
-def _early_plot_cap(replicas: int):
+def _early_plot_cap(rows: int):
     from auditor.engine import runner as audit_module
 
-    before = audit_module.EARLY_PLOT_REPLICAS
-    audit_module.EARLY_PLOT_REPLICAS = replicas
+    before = audit_module.EARLY_PLOT_ROWS
+    audit_module.EARLY_PLOT_ROWS = rows
     try:
         yield
     finally:
-        audit_module.EARLY_PLOT_REPLICAS = before
+        audit_module.EARLY_PLOT_ROWS = before
 
 
 def _key(f: dict) -> tuple:
@@ -133,6 +134,33 @@ def test_findings_equal_expected(results, scenario):
             assert a["first_offset"] in (f["first_offset"], f["last_offset"]), f["message"]
         if a["type"] == "two-phase-commit-transaction":
             assert (f["kind"], f["severity"], f["remediation_commands"]) == ("two-phase-commit", "info", []), f["message"]
+
+
+def test_plot_rows_bound_covers_every_series(spark, results):
+    """The early plots are chosen by a bound on the rows they collect (``plot_rows_bound``):
+    collected for every partition of real captures, each series stays within its part of it."""
+    from auditor.engine.collect import collect_many
+    from auditor.engine.context import AuditContext
+    from auditor.engine.runner import _report_context
+    from auditor.report.spark.data import LSO_BUCKETS, plot_queries, plot_rows_bound, summary_queries
+
+    ctx = AuditContext(spark, results[2]["tables"])
+    try:
+        rc = _report_context(ctx)
+        stats = collect_many(summary_queries(rc))["replica_stats"]
+        got = collect_many(plot_queries(rc, stats))
+    finally:
+        ctx.close()
+    plotted = [r for r in stats if r.get("t0") is not None]
+    batches = [int(r["segment_batches"]) for r in plotted]
+    assert len(plotted) > 20 and got["pins"] and got["sessions"]
+    assert len(got["ends"]) <= sum(min(n, LSO_BUCKETS) for n in batches)
+    assert len(got["pins"]) <= LSO_BUCKETS * len(plotted)
+    assert len(got["sessions"]) <= sum(batches)
+    assert len(got["hw"]) <= len(plotted)
+    assert sum(len(v) for v in got.values()) <= plot_rows_bound(stats)
+    # rows without a plot range add nothing
+    assert plot_rows_bound([*stats, {"t0": None, "t1": None, "segment_batches": 10**6}]) == plot_rows_bound(stats)
 
 
 def test_audit_modes_agree(results):

@@ -220,23 +220,26 @@ def _run(ctx, rules, result, progress, report, *, release: bool) -> None:
         result.phase_seconds["report"] = round(time.monotonic() - t2, 3)
 
 
-EARLY_PLOT_REPLICAS = 80  # a small dump with at most this many replicas gets its plot series with the rules
+# a dump whose plot series of every partition come to at most this many rows (plot_rows_bound) gets them
+# with the rules. Was 80 replicas: all of sample_logs/ (203 replicas, 5,000 batches, 10,320 plot rows)
+# then waited ~1.3 s after the findings for a plots job of its own (bench/README.md, stop 42).
+EARLY_PLOT_ROWS = 100_000
 
 
 def _early_plots(ctx, pipe, summary_job, result):
     """The plot series of *every* partition, submitted as soon as the rules are: a
-    small dump's few replicas cost the job little, and the report then needs no job
+    small dump's rows cost the job little, and the report then needs no job
     after the findings (which only pick the partitions to show,
     ``auditor.report.spark.data.build_plots``). None, and the plots are collected after the
-    findings as usual: no summary job, more than ``EARLY_PLOT_REPLICAS`` replicas,
-    or a failure (the report data's, not the audit's)."""
-    from auditor.report.spark.data import plot_queries, plot_ranges
+    findings as usual: no summary job, more than ``EARLY_PLOT_ROWS`` rows at most
+    (:func:`auditor.report.spark.data.plot_rows_bound`), or a failure (the report data's, not the audit's)."""
+    from auditor.report.spark.data import plot_queries, plot_rows_bound
 
     if summary_job is None:
         return None
     try:
         stats = summary_job.result().get("summary:replica_stats", [])
-        if len(plot_ranges(stats)) > EARLY_PLOT_REPLICAS:
+        if plot_rows_bound(stats) > EARLY_PLOT_ROWS:
             return None
         queries = plot_queries(_report_context(ctx), stats)
     except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
