@@ -142,6 +142,43 @@ DUCKDB_CHECKS = {
               OR (producer_epoch = pe AND base_sequence != CASE WHEN pls = 2147483647 THEN 0 ELSE pls + 1 END)
               OR coalesce(dup, false))""",
 }
+# The same checks in Spark SQL (``--spark-reference``): what Spark itself takes for DuckDB's queries on the
+# same Parquet, the floor of any audit built on it. Spark has no ``GROUP BY ALL``, ``arg_min``,
+# ``struct_pack`` or ``list_contains``: the spelling differs, the queries do not.
+_SPARK_SPELLING = (("GROUP BY ALL", "GROUP BY {group}"), ("arg_min(", "min_by("), ("is_marker::int", "cast(is_marker AS int)"),
+                   ("read_parquet('{batches}/*.parquet')", "parquet.`{batches}`"), ("list_contains([", "array_contains(array("),
+                   ("OVER w],", "OVER w),"), ("CREATE OR REPLACE TEMP TABLE open_txn AS", "CACHE TABLE open_txn AS"))
+
+
+def spark_checks() -> dict[str, str]:
+    """:data:`DUCKDB_CHECKS` in Spark's SQL dialect."""
+    import re
+
+    out = {}
+    for name, sql in DUCKDB_CHECKS.items():
+        for a, b in _SPARK_SPELLING:
+            sql = sql.replace(a, b)
+        sql = re.sub(r"struct_pack\(e := producer_epoch, b := base_sequence, l := last_sequence\)",
+                     "struct(producer_epoch AS e, base_sequence AS b, last_sequence AS l)", sql)
+        group = f"{REPLICA_SQL}, producer_id" if name == "_open" else REPLICA_SQL
+        out[name] = sql.replace("{group}", group)
+    return out
+
+
+def spark_reference(spark, tables: Path) -> tuple[dict[str, set], float, float]:
+    """:func:`spark_checks` run in ``spark``: the keys each finds, wall seconds, driver JVM CPU seconds."""
+    spark.sql("UNCACHE TABLE IF EXISTS open_txn")
+    c0, t0 = children_cpu_seconds(), time.monotonic()
+    found: dict[str, set] = {}
+    for name, sql in spark_checks().items():
+        rows = spark.sql(sql.replace("{batches}", str(tables / "batches"))).collect()
+        if not name.startswith("_"):
+            found[name] = {tuple(r) for r in rows}
+    wall, cpu = time.monotonic() - t0, children_cpu_seconds() - c0
+    spark.sql("UNCACHE TABLE IF EXISTS open_txn")
+    return found, wall, cpu
+
+
 # the audit's rules for the same checks (their findings' (topic, partition, producer id) keys)
 OUR_CHECKS = {"open transactions": "hanging-transaction", "LSO pins": "stuck-lso",
               "sequence breaks": "out-of-order-sequence"}
@@ -242,6 +279,8 @@ def main() -> None:
     ap.add_argument("--shuffle-partitions", type=int, default=0,
                     help="spark.sql.shuffle.partitions (default: the CLI's, one per core)")
     ap.add_argument("--duckdb-threads", type=int, default=2, help="threads of the DuckDB reference (0: leave it out)")
+    ap.add_argument("--spark-reference", action="store_true",
+                    help="after the audit, the DuckDB reference's queries in Spark SQL, in the same (warm) session")
     args = ap.parse_args()
 
     from auditor.cli.audit_cmd import _c1_tables
@@ -288,6 +327,14 @@ def main() -> None:
     if duck:
         duck.append(duckdb_reference(out, args.duckdb_threads))
         report_reference(duck, res.findings, total, cpu, load)
+    if args.spark_reference:
+        found, wall, jcpu = spark_reference(spark, out)
+        line = f"Spark {spark.version} on the reference's queries (same session, after ours): {wall:.2f} s wall / {jcpu:.2f} JVM CPU-s"
+        if duck:
+            best = min(duck, key=lambda d: d[1])
+            same = all(found[c] == duck[0][0][c] for c in found)
+            line += f"; / DuckDB {wall / best[1]:.1f}x; keys {'agree' if same else 'DIFFER'} with DuckDB's"
+        print(line)
     print(f"peak RSS: python driver {py_peak} MiB, JVM (driver+executors, local mode) {sampler.peak_jvm} MiB")
 
 
