@@ -81,9 +81,11 @@ def run(ctx):
         F.max("broker_id").alias("broker_id"), F.min("offset").alias("offset"),
         F.sort_array(F.collect_set("source")).alias("sources"),
     )
-    # backwards: metadata log order per metadata replica
+    # backwards: metadata log order per metadata replica -- one log dir's copy of __cluster_metadata (two
+    # copies of one broker's log dir, two dumps taken at different times, are two sequences, not one with
+    # every record twice)
     log = b.where("source = 'log'")
-    w = Window.partitionBy("cluster_id", "log_broker_id").orderBy("offset")
+    w = Window.partitionBy("cluster_id", "log_broker_id", "log_dir").orderBy("offset")
     back = log.withColumn("prev_next", F.lag("next_producer_id").over(w)).withColumn(
         "prev_offset", F.lag("offset").over(w)).where("next_producer_id <= prev_next")
     out.append(back.select(

@@ -132,14 +132,19 @@ class TableSet:
 
     def pid_block(self, next_producer_id: int, *, offset: int | None = None, granted_to: int = 1,
                   source: str = "log", block_start: int | None = None, block_end: int | None = None,
-                  broker_epoch: int = 5, ts: int | None = None, broker_id: int | None = None) -> "TableSet":
+                  broker_epoch: int = 5, ts: int | None = None, broker_id: int | None = None,
+                  log_dir: str | None = None) -> "TableSet":
         """A producer-id grant: a ProducerIdsRecord of ``__cluster_metadata`` (``source`` log or
-        snapshot, read from broker ``broker_id``'s metadata log) or the ZooKeeper block
-        (``zookeeper``); the block is the 1000 ids below ``next_producer_id`` unless given."""
+        snapshot, read from broker ``broker_id``'s metadata log, in ``log_dir``: by default the
+        broker's one) or the ZooKeeper block (``zookeeper``); the block is the 1000 ids below
+        ``next_producer_id`` unless given."""
         start = next_producer_id - 1000 if block_start is None else block_start
         end = next_producer_id - 1 if block_end is None else block_end
+        ctx = self._table_ctx("producer_id_blocks", "__cluster_metadata", 0, broker_id)
+        if log_dir is not None:
+            ctx.update(log_dir=log_dir, file=f"{log_dir}/__cluster_metadata-0/00000000000000000000.log")
         self.rows["producer_id_blocks"].append({
-            **self._table_ctx("producer_id_blocks", "__cluster_metadata", 0, broker_id), "broker_id": granted_to,
+            **ctx, "broker_id": granted_to,
             "broker_epoch": broker_epoch, "next_producer_id": next_producer_id, "block_start": start, "block_end": end,
             "source": source, "offset": offset,
             "timestamp": ts if ts is not None else (None if offset is None else T0 + offset)})

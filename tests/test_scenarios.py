@@ -77,7 +77,7 @@ def results(spark, tmp_path_factory):
             with _early_plot_cap(0):
                 late = audit(spark, str(out), report=True)
             modes = {True: res, "late": late, False: audit(spark, str(out), report=True, small=False),
-                     "tables": str(out)}
+                     "tables": str(out), "inputs": [str(s) for s in g.values()]}
         else:
             res = audit(spark, str(out))
         for f in res.findings:
@@ -161,6 +161,33 @@ def test_plot_rows_bound_covers_every_series(spark, results):
     assert sum(len(v) for v in got.values()) <= plot_rows_bound(stats)
     # rows without a plot range add nothing
     assert plot_rows_bound([*stats, {"t0": None, "t1": None, "segment_batches": 10**6}]) == plot_rows_bound(stats)
+
+
+def test_a_second_copy_of_every_capture_changes_no_finding(spark, results, tmp_path):
+    """Two dumps of the same brokers given together (REPLICA keeps log dirs apart: a dump taken later
+    is another log dir of the same broker): every capture of the first group and a copy of each, in
+    one audit, give the findings of the captures alone -- no copy is compared with its original as if
+    it were another replica, nor read into its original's log. (Two copies made the metadata log's
+    producer-id grants look like steps back, and each remote segment be read twice.)"""
+    import shutil
+
+    inputs = results[2]["inputs"]
+    copies = []
+    for i, src in enumerate(inputs):
+        dst = tmp_path / f"copy{i}" / Path(src).name
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("expected.json"))
+        copies.append(str(dst))
+    tables = tmp_path / "tables"
+    ingest(spark, inputs + copies, str(tables))
+    both = audit(spark, str(tables))
+
+    def keys(findings):
+        return sorted({(f["rule"], f["kind"], f["severity"], f.get("cluster_id"), f.get("topic"), f.get("partition"),
+                        f.get("producer_id"), f.get("first_offset")) for f in findings}, key=str)
+
+    alone = results[2][True].findings
+    assert len(inputs) >= 10 and alone
+    assert keys(both.findings) == keys(alone)
 
 
 def test_audit_modes_agree(results):

@@ -204,6 +204,29 @@ def test_live_log_keeps_remote_segments_below_the_local_log_start():
     assert not lv[rows[1]["path"]].live and "COPY_SEGMENT_FINISHED" in lv[rows[1]["path"]].reason
 
 
+def test_two_copies_of_the_remote_store_are_read_once_per_replica():
+    """Two dumps of one broker and its remote store, taken at different times and given together: each
+    replica (log dir) reads each remote segment once -- the copy of its own dump -- not both copies."""
+    def row(path, base, log_dir, status="live"):
+        return {"path": path, "log_dir": log_dir, "topic": "t", "partition": 0, "dir_status": status, "kind": "segment",
+                "file_status": "live", "base_offset": base}
+
+    a = "AAAAAAAAAAAAAAAAAAAAAA"
+    early, later = f"/d1/rs/t-0-{a}/00000000000000000000-{a}.log", f"/d2/rs/t-0-{a}/00000000000000000000-{a}.log"
+    rows = [row("/d1/b1/t-0/00000000000000000020.log", 20, "/d1/b1"), row("/d2/b1/t-0/00000000000000000030.log", 30, "/d2/b1"),
+            row(early, 0, "/d1/b1", "remote"), row(later, 0, "/d2/b1", "remote")]
+    lv = livelog.decide(rows, next_offsets={early: 10, later: 10})
+    per = {p: dict(lv[p].replicas) for p in (early, later)}
+    assert per[early]["/d1/b1"].live and not per[early]["/d2/b1"].live
+    assert per[later]["/d2/b1"].live and not per[later]["/d1/b1"].live
+    assert later in per[early]["/d2/b1"].reason and a in per[early]["/d2/b1"].reason
+    assert lv[early].live and lv[later].live  # each is live for the replica it is stored under
+    # a copy that is the only one a replica can read stays: the other copy's segment is not readable there
+    lv = livelog.decide(rows, next_offsets={early: 10, later: 10}, remote_outside_lineage={("/d2/b1", a): "outside"})
+    assert not dict(lv[later].replicas)["/d2/b1"].live and not dict(lv[early].replicas)["/d2/b1"].live
+    assert dict(lv[early].replicas)["/d1/b1"].live
+
+
 # -- the audit, with and without the remote store (real Spark) ---------------------------------------
 
 @pytest.fixture(scope="module")
@@ -242,6 +265,32 @@ def test_the_hanging_transaction_and_nothing_else(audits, mode):
         [f["message"] for f in got["findings"]]
     hang = next(f for f in got["findings"] if f["rule"] == "hanging-transaction")
     assert hang["transactional_id"] == a["transactional_id"] and hang["severity"] == "critical"
+
+
+@pytest.mark.spark
+def test_a_second_copy_of_the_dump_changes_no_finding(spark, audits, tmp_path):
+    """The capture and a copy of it (broker log dir and remote store, as two dumps of one broker given
+    together): the same findings, each shown by both copies' log dirs. Before, every remote batch was in
+    each replica's log twice (one per copy of the store): 135 critical duplicate-sequence findings."""
+    import shutil
+
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
+
+    copy = tmp_path / "later"
+    shutil.copytree(CAPTURE, copy)
+    tables = tmp_path / "tables"
+    ingest(spark, [str(BROKER), str(STORE), str(copy / BROKER.name), str(copy / STORE.name)], str(tables))
+    res = audit(spark, str(tables))
+
+    def keys(findings):
+        return sorted((f["rule"], f["kind"], f.get("topic"), f.get("partition"), f.get("producer_id"),
+                       f.get("first_offset")) for f in findings)
+
+    assert keys(res.findings) == keys(audits["with"]["findings"]) and res.findings
+    for f in res.findings:
+        if f.get("topic") == "tiered":
+            assert {r["log_dir"] for r in f["replicas"]} == {str(BROKER), str(copy / BROKER.name)}, f["message"]
 
 
 @pytest.mark.spark

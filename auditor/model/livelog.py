@@ -121,7 +121,44 @@ def decide(files: Iterable[Mapping[str, Any]], *, recovery_points: Mapping[tuple
             for lv in _remote_partition_dir(members, local_start, readable_remote_segments, nxt,
                                             remote_outside_lineage or {}, cluster_of):
                 out[lv.path] = lv
+        _one_copy_per_remote_segment([r for m in remote_dirs for r in m], out, cluster_of)
     return out
+
+
+def _one_copy_per_remote_segment(remote_rows: list[Mapping[str, Any]], out: dict[str, Liveness],
+                                 cluster_of: Mapping[str, Any]) -> None:
+    """A replica reads each remote segment once: where the input holds several copies of one remote
+    file (the same segment id and kind of one partition of one cluster: two dumps of the remote
+    store, taken at different times, given together), each replica keeps one -- the copy stored
+    under its own log dir (the same dump) if it is live there, else the first by path -- and the
+    others are not part of its log (``out`` updated in place). Without this every batch of the
+    segment was in the replica's log twice, and the second copy looked like a duplicate append."""
+    from auditor.ingest.remote_store import segment_id_of
+
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for r in remote_rows:
+        seg_id = segment_id_of(r["path"])
+        if seg_id is not None:
+            key = (cluster_of.get(r.get("log_dir")), r["topic"], r["partition"], seg_id, r.get("kind"))
+            groups.setdefault(key, []).append(r)
+    for (_, _, _, seg_id, _), rows in groups.items():
+        if len(rows) < 2:
+            continue
+        per = {r["path"]: dict(out[r["path"]].replicas) or {r.get("log_dir"): out[r["path"]]} for r in rows}
+        for d in sorted({d for p in per.values() for d in p}, key=str):
+            holders = [r for r in rows if d in per[r["path"]] and per[r["path"]][d].live]
+            if len(holders) < 2:
+                continue
+            keep = next((r for r in holders if r.get("log_dir") == d), None) or min(holders, key=lambda r: r["path"])
+            for r in holders:
+                if r is not keep:
+                    per[r["path"]][d] = Liveness(r["path"], False, f"another copy of remote segment {seg_id} "
+                                                                   f"({keep['path']}) is read for this replica")
+        for r in rows:
+            lv = per[r["path"]]
+            own = lv[r.get("log_dir")]
+            out[r["path"]] = Liveness(own.path, own.live, own.reason, own.end_offset, own.end_position,
+                                      tuple(lv.items()) if len(lv) > 1 else ())
 
 
 def local_log_starts(rows: list[Mapping[str, Any]], out: Mapping[str, Liveness]) -> dict[tuple, int]:
