@@ -152,11 +152,10 @@ def test_plot_rows_bound_covers_every_series(spark, results):
     finally:
         ctx.close()
     plotted = [r for r in stats if r.get("t0") is not None]
-    batches = [int(r["segment_batches"]) for r in plotted]
     assert len(plotted) > 20 and got["pins"] and got["sessions"]
-    assert len(got["ends"]) <= sum(min(n, LSO_BUCKETS) for n in batches)
+    assert len(got["ends"]) <= sum(min(int(r["segment_batches"]), LSO_BUCKETS) for r in plotted)
     assert len(got["pins"]) <= LSO_BUCKETS * len(plotted)
-    assert len(got["sessions"]) <= sum(batches)
+    assert len(got["sessions"]) <= sum(int(r["batches"]) for r in plotted)
     assert len(got["hw"]) <= len(plotted)
     assert sum(len(v) for v in got.values()) <= plot_rows_bound(stats)
     # rows without a plot range add nothing

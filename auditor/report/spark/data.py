@@ -278,17 +278,16 @@ def plot_ranges(stats: list[dict], keys: "list[tuple] | None" = None) -> list[li
 
 def plot_rows_bound(stats: list[dict]) -> int:
     """At most how many rows :func:`plot_queries` of every partition collects, from
-    ``replica_stats`` (each replica's segment batches): per replica with a plot range, its
-    log-end series (a bucket per batch at most, :data:`LSO_BUCKETS` at most), its pin series
-    (:data:`LSO_BUCKETS` at most: one transaction may be open through all of them), its
-    sessions (a transaction per batch at most, :data:`MAX_SESSION_TRANSACTIONS` at most
-    besides the open ones, which are batches too) and its offsets row."""
+    ``replica_stats``: per replica with a plot range, its log-end series (a bucket per segment
+    batch at most, :data:`LSO_BUCKETS` at most), its pin series (:data:`LSO_BUCKETS` at most: one
+    transaction may be open through all of them), its sessions (a transaction per batch of any
+    source at most; :data:`MAX_SESSION_TRANSACTIONS` besides the open ones, which are batches too)
+    and its offsets row."""
     total = 0
     for r in stats:
         if r.get("t0") is None or r.get("t1") is None:
             continue
-        n = int(r.get("segment_batches") or 0)
-        total += min(n, LSO_BUCKETS) + LSO_BUCKETS + n + 1
+        total += min(int(r.get("segment_batches") or 0), LSO_BUCKETS) + LSO_BUCKETS + int(r.get("batches") or 0) + 1
     return total
 
 
