@@ -29,9 +29,13 @@ of the transaction (``__transaction_state``):
   were not given (the marker may be there), or the coordinator's record of the
   producer is not in the input (no ``__transaction_state``, or only some of its
   partitions) and the transaction is not older than
-  ``transaction.max.timeout.ms``. The message says what is missing and what
-  would settle it. A warning, never an all-clear: an open transaction that pins
-  the LSO is only harmless once shown to be in flight.
+  ``transaction.max.timeout.ms``; or another copy of the partition in the input
+  (a follower, a dump of the broker taken at another time) holds the
+  transaction's marker and this copy ends at or before it: this copy is behind
+  (one that goes on past the marker's offset has diverged and keeps its verdict).
+  The message says what is missing and what would settle it. A warning, never an
+  all-clear: an open transaction that pins the LSO is only harmless once shown to
+  be in flight.
 
 Without the coordinator's records, age alone is decisive when it exceeds
 ``transaction.max.timeout.ms`` (``hanging``): a live coordinator aborts any

@@ -182,7 +182,7 @@ def open_transactions(ctx):
     return ctx.transactions.where("state = 'open'")
 
 
-@view(uses=("open_transactions", "partitions", "as_of", "coordinator_latest", "coordinator_partitions",
+@view(uses=("open_transactions", "transactions", "partitions", "as_of", "coordinator_latest", "coordinator_partitions",
             "coordinator_coverage", "producer_transactional_ids", "coordinator_history"))
 def transaction_verdicts(ctx):
     """Every open transaction with its one age and classification
@@ -202,7 +202,8 @@ def transaction_verdicts(ctx):
     stopped = moving.stopped_clusters(ctx.table("files")) if inventory else None
     return ctx.persist(verdicts.open_transaction_verdicts(
         ctx.open_transactions, ctx.partitions, ctx.as_of,
-        max_timeout_ms=ctx.options.transaction_max_timeout_ms, coordinator=coord, stopped=stopped))
+        max_timeout_ms=ctx.options.transaction_max_timeout_ms, coordinator=coord, stopped=stopped,
+        transactions=ctx.transactions if ctx.replicated_partitions is not False else None))
 
 
 @view(uses=("transactions", "partitions"))

@@ -33,7 +33,12 @@ report and the forensic commands read it:
   verdict's ``settled_by`` names the missing ``__transaction_state``);
 * ``undetermined`` — the input cannot tell: later segments of the partition were
   not given (the marker may be there), or the coordinator's record of the
-  producer is not in the input and the transaction is not provably too old.
+  producer is not in the input and the transaction is not provably too old; or
+  another copy of the partition in the input (another log dir: a follower, or a
+  dump of the same broker taken at another time) holds the transaction's marker
+  and this copy ends at or before that offset: it is behind, open there but not
+  hanging (a copy that goes on past the marker's offset without it has diverged,
+  and keeps its verdict).
   ``undetermined_reason`` says what is missing and ``settled_by`` what would
   settle it.
 
@@ -57,7 +62,8 @@ AGE_ONLY_CANNOT_RULE_OUT_2PC = ("the coordinator's record of the producer (__tra
 CLOSED_BY_NOBODY = ("late-write", "unknown-to-coordinator", "hanging")
 
 
-def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: int, coordinator=None, stopped=None):
+def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: int, coordinator=None, stopped=None,
+                              transactions=None):
     """``open_txns`` (the model's open transactions) with the replica's coverage
     (``partitions``: ``log_end_known``), ``as_of_ms``, the coordinator's view of the
     producer and the verdict. ``coordinator``: None when no cluster of the input has
@@ -69,7 +75,10 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
     ``__transaction_state`` partition: how far the input's view of it reaches,
     :func:`auditor.model.moving.coordinator_read_until`). ``stopped``: per cluster,
     ``log_dirs_stopped`` (:func:`auditor.model.moving.stopped_clusters`); None, or a
-    cluster without a row: taken as stopped.
+    cluster without a row: taken as stopped. ``transactions``: the model's transactions of every
+    replica; where another copy of the partition has the same transaction (producer id, first
+    offset) closed by a marker and this one's log ends at or before that marker, the open one is
+    ``undetermined`` (this copy is behind).
 
     A log that may have moved while it was read (a cluster not stopped) is called
     late or hanging only when the views reach far enough (:mod:`auditor.model.moving`):
@@ -157,6 +166,18 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
         tps = F.lit(None).cast("array<string>")
         given, expected = F.lit(0), F.lit(None).cast("int")
 
+    if transactions is not None:
+        closed = transactions.where(F.col("state").isin("commit", "abort")).groupBy(
+            "cluster_id", "topic", "partition", "producer_id", "first_offset").agg(
+            F.min(F.struct("marker_offset", "log_dir", "broker_id", "marker_type")).alias("_closed"))
+        o = o.join(closed, ["cluster_id", "topic", "partition", "producer_id", "first_offset"], "left")
+    else:
+        o = o.withColumn("_closed", F.lit(None).cast(
+            "struct<marker_offset:bigint,log_dir:string,broker_id:int,marker_type:string>"))
+    # behind, not diverged: this copy ends at or before the other's marker (a copy that goes on past that
+    # offset without the marker has diverged -- an unclean leader election can leave a real hanging
+    # transaction so, beside the old leader's copy with the marker: replica-divergence reports the split)
+    closed_elsewhere = F.coalesce(F.col("log_end_offset") <= F.col("_closed.marker_offset"), F.lit(False))
     log_end_known = F.coalesce(F.col("log_end_known"), F.lit(True))
     consulted = has_log & (known | complete)
     if stopped is not None:
@@ -166,7 +187,7 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
         moving = F.lit(False)
     view_short = moving & ~old & (coordinator_behind | marker_maybe_later)
     verdict = (
-        F.when(~log_end_known, F.lit("undetermined"))
+        F.when(~log_end_known | closed_elsewhere, F.lit("undetermined"))
         # before the age test: the coordinator never times a two-phase-commit transaction out
         .when(consulted & known & ongoing_here & two_phase, F.lit("two-phase-commit"))
         .when(consulted & known & (ongoing_here | completing_here) & young, F.lit("in-flight"))
@@ -201,10 +222,20 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
                   "batch: a record written after it was read may list the partition")))
         .otherwise(F.lit("the coordinator completed the transaction after the newest batch read from this partition: "
                          "its marker may have been written after the partition was read")))
-    reason = (F.when(verdict != "undetermined", F.lit(None).cast("string")).when(~log_end_known, later)
+    copy_behind = F.concat(
+        F.lit("another copy of the partition in the input (log dir "), F.coalesce(F.col("_closed.log_dir"), F.lit("?")),
+        F.lit(", broker "), F.coalesce(F.col("_closed.broker_id").cast("string"), F.lit("?")), F.lit(") has the "
+        "transaction's "), F.coalesce(F.col("_closed.marker_type"), F.lit("?")), F.lit(" marker at offset "),
+        F.col("_closed.marker_offset").cast("string"),
+        F.lit(": this copy ends before it (a follower not caught up, or a dump taken earlier)"))
+    reason = (F.when(verdict != "undetermined", F.lit(None).cast("string")).when(closed_elsewhere, copy_behind)
+              .when(~log_end_known, later)
               .when(consulted & known & view_short, read_while_moving).otherwise(no_coordinator))
     settle = (F.when((verdict == "hanging") & ~consulted, F.lit(AGE_ONLY_CANNOT_RULE_OUT_2PC))
               .when(verdict != "undetermined", F.lit(None).cast("string"))
+              .when(closed_elsewhere, F.lit("this broker's state online (kafka-transactions.sh describe-producers): a "
+                                           "follower catches up by itself; an earlier dump is superseded by the "
+                                           "copy holding the marker"))
               .when(~log_end_known, F.lit("scan the whole partition directory"))
               .when(consulted & known & view_short, F.lit("scan again once the brokers are stopped (or a copy taken "
                                                          "while they were), or describe the transaction online "
@@ -219,5 +250,5 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
         "verdict": verdict,
         "undetermined_reason": reason,
         "settled_by": settle,
-    }).drop("_tps", "_prev_tps", "_read_until", "_coordinator_updated", "log_dirs_stopped", "coordinator_read_until_ms",
+    }).drop("_closed", "_tps", "_prev_tps", "_read_until", "_coordinator_updated", "log_dirs_stopped", "coordinator_read_until_ms",
             "coordinator_partition", "log_end_known", "high_watermark", "log_end_offset", "later_segments_not_given", "next_not_given_offset")
