@@ -23,7 +23,10 @@ snapshots with the log they describe and reports:
 
 On compacted topics the cleaner drops a producer's older batches, so a
 ``last-batch-mismatch`` because *no* batch ends at ``last_offset`` is not
-reported there (a different batch at that offset still is).
+reported there (a different batch at that offset still is); nor in a cluster
+whose log dirs were not all cleanly stopped (:mod:`auditor.model.moving`): a
+segment sized before the broker appended to it and rolled, read beside the
+snapshot of that roll, lacks the batches the snapshot names.
 
 **Why it matters.** On restart the broker loads the newest snapshot and replays
 the log from it, so a snapshot that disagrees with the log becomes wrong
@@ -124,7 +127,13 @@ def run(ctx):
     m = join_replica(c, at, "left", on=[*ENTRY_KEY, "last_offset"]).groupBy(*c.columns).agg(
         F.max(ok.cast("int")).alias("ok"),
         F.min(F.struct("b_producer_id", "b_epoch", "b_base_offset", "b_last_sequence")).alias("found"))
-    m = m.where(F.coalesce(F.col("ok"), F.lit(0)) == 0).where(F.col("found.b_producer_id").isNotNull() | ~F.col("is_compacted"))
+    m = m.where(F.coalesce(F.col("ok"), F.lit(0)) == 0)
+    # "no batch ends there" is judged only where nothing else explains it: not compacted, not read while moving
+    judged = ~F.col("is_compacted")
+    if ctx.stopped_clusters is not None:
+        m = m.join(F.broadcast(ctx.stopped_clusters), "cluster_id", "left")
+        judged = judged & F.coalesce(F.col("log_dirs_stopped"), F.lit(True))
+    m = m.where(F.col("found.b_producer_id").isNotNull() | judged)
     out.append(m.select(
         *REPLICA, "producer_id", "producer_epoch", (F.col("last_offset") - F.col("offset_delta")).alias("first_offset"),
         "last_offset", "last_timestamp", F.lit("last-batch-mismatch").alias("kind"),
@@ -165,6 +174,6 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-98", "KIP-360"),
-    views=("partitions", "producer_batches", "transactions"),
+    views=("partitions", "producer_batches", "transactions", "stopped_clusters"),
     needs=("batches", "producer_snapshots"),
 )

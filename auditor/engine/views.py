@@ -182,8 +182,19 @@ def open_transactions(ctx):
     return ctx.transactions.where("state = 'open'")
 
 
+@view()
+def stopped_clusters(ctx):
+    """Per cluster, ``log_dirs_stopped``: every given log dir of it holds ``.kafka_cleanshutdown``
+    (:func:`auditor.model.moving.stopped_clusters`); None without a file inventory (hand-made
+    tables: taken as stopped). False: the log may have moved while it was read."""
+    from auditor.model import moving
+
+    inventory = (ctx.tables_dir / "files").exists() and ctx.has_rows("files")
+    return moving.stopped_clusters(ctx.table("files")) if inventory else None
+
+
 @view(uses=("open_transactions", "transactions", "partitions", "as_of", "coordinator_latest", "coordinator_partitions",
-            "coordinator_coverage", "producer_transactional_ids", "coordinator_history"))
+            "coordinator_coverage", "producer_transactional_ids", "coordinator_history", "stopped_clusters"))
 def transaction_verdicts(ctx):
     """Every open transaction with its one age and classification
     (:func:`auditor.model.verdicts.open_transaction_verdicts`), persisted: the
@@ -198,11 +209,9 @@ def transaction_verdicts(ctx):
                  "coverage": ctx.coordinator_coverage, "in_input": ctx.coordinator_partitions,
                  "read_until": moving.coordinator_read_until(ctx.table("transaction_log")),
                  "history": ctx.coordinator_history}
-    inventory = (ctx.tables_dir / "files").exists() and ctx.has_rows("files")
-    stopped = moving.stopped_clusters(ctx.table("files")) if inventory else None
     return ctx.persist(verdicts.open_transaction_verdicts(
         ctx.open_transactions, ctx.partitions, ctx.as_of,
-        max_timeout_ms=ctx.options.transaction_max_timeout_ms, coordinator=coord, stopped=stopped,
+        max_timeout_ms=ctx.options.transaction_max_timeout_ms, coordinator=coord, stopped=ctx.stopped_clusters,
         transactions=ctx.transactions if ctx.replicated_partitions is not False else None))
 
 
