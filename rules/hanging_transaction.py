@@ -3,7 +3,9 @@ ABORT marker of that producer closes, classified with the coordinator's record
 of the transaction (``__transaction_state``):
 
 * ``in-flight`` — the coordinator has the transaction Ongoing with this
-  partition, and it is younger than its timeout: normal;
+  partition, and it is younger than its timeout, or it decided the transaction
+  (PrepareCommit/PrepareAbort listing the partition) less than
+  ``transaction.max.timeout.ms`` ago and is writing the markers: normal;
 * ``two-phase-commit`` — the coordinator has the transaction Ongoing with this
   partition and a transaction timeout of ``Integer.MAX_VALUE``: a producer with
   ``transaction.two.phase.commit.enable=true`` (KIP-939) keeps it open on
@@ -13,12 +15,32 @@ of the transaction (``__transaction_state``):
   ``TransactionMetadata.isDistributedTwoPhaseCommitTxn()``, Kafka 4.3.1 and
   4.4.0). Info, whatever its age, and no abort command: aborting it breaks the
   external transaction;
+* ``markers-undelivered`` — the coordinator decided the transaction
+  (``PrepareCommit``/``PrepareAbort`` listing the partition, or under
+  transaction.version 2 the same transaction's marker on another partition)
+  longer than ``transaction.max.timeout.ms`` ago and the partition still has no
+  marker: the coordinator keeps retrying (``TransactionMarkerChannelManager``)
+  and cannot reach the partition's leader. Error, no abort command: the fix is
+  the leader (or a coordinator move), and an abort where the coordinator decided
+  COMMIT tears the transaction. Younger than the timeout it is ``in-flight``;
+* ``marker-skipped`` — the coordinator committed the transaction and wrote
+  ``CompleteCommit`` without this partition's marker: it drops markers for
+  partitions without a leader (``addTxnMarkersToBrokerQueue``, "likely deleted
+  already", KAFKA-5202). Critical: no marker will come; the rest of the
+  transaction is committed, and only an abort unblocks the LSO, at the cost of
+  this partition's records of the transaction (the advice says how to keep
+  them). No command: the choice is the operator's. A decided ABORT completed
+  without the marker is ``hanging`` (the abort finishes what the coordinator
+  decided);
 * ``late-write`` — the data belongs to a producer session (id, epoch) that has
   already had a marker on this partition, and the coordinator does not list the
   partition in an ongoing, unexpired transaction (the KAFKA-12671 pattern). With
   transaction.version 0/1 a producer keeps its epoch across transactions, so the
   same session writing again after a marker is normal *while* the coordinator
-  has the partition in a new transaction;
+  has the partition in a new transaction. With transaction.version 2 the
+  coordinator bumps the epoch at every commit or abort and the markers carry
+  the bumped epoch, so data with the marker's epoch is the next transaction and
+  only data *below* it is late (``ProducerAppendInfo.checkProducerEpoch``);
 * ``unknown-to-coordinator`` — no ``__transaction_state`` record of the cluster
   names this producer id;
 * ``hanging`` — the coordinator has completed, fenced or expired the
@@ -81,6 +103,15 @@ EVIDENCE = (
     Evidence("previous_marker_epoch", "int", "producer epoch of that marker"),
     COORDINATOR_EPOCH,
     Evidence("as_of_ms", "bigint", "the instant ages are measured against"),
+    Evidence("transaction_version", "int", "the producer's transaction version where the input shows it (2: the "
+             "coordinator's ClientTransactionVersion, or a COMMIT marker above its data's epoch)"),
+    Evidence("decision", "string", "COMMIT or ABORT: what the coordinator decided for this transaction, where the "
+                                   "input shows it (auditor/model/decisions.py)"),
+    Evidence("decision_record", "string", "the coordinator's Prepare* record of that decision (and the record after it)"),
+    Evidence("decision_marker", "string", "transaction version 2: this transaction's marker on another partition"),
+    Evidence("partition_leader", "int", "the partition's leader as the metadata log last records it (-1: none)"),
+    Evidence("partition_leaderless", "boolean", "the metadata log shows the partition without a leader when the "
+                                                "coordinator completed the transaction"),
     Evidence("undetermined_reason", "string", "what the input lacks to classify the transaction (undetermined only)"),
     Evidence("settled_by", "string", "what would settle it (undetermined), or tell a two-phase-commit transaction "
                                      "from it (hanging by age alone)"),
@@ -108,6 +139,20 @@ _TWO_PC = ("normal while its external transaction coordinator has not decided: t
            "forceTerminateTransaction --transactionalId <transactional id> (initialising a producer of that "
            "transactional id without keepPreparedTxn does the same); the partition-level abort command leaves the "
            "coordinator's transaction open")
+_LEADER = ("the broker leading {topic}-{partition}[[ (broker {partition_leader} as the metadata log last records "
+           "it; -1: no leader)]]")
+_UNDELIVERED = ("bring back " + _LEADER + " (a paused, partitioned or fenced broker): the coordinator resends the "
+                "markers until each is written (TransactionMarkerChannelManager), and moving leadership of its "
+                "__transaction_state partition makes a new coordinator load the decision and send them again. Never "
+                "abort this partition by hand: an ABORT marker where the coordinator decided COMMIT tears the "
+                "transaction (its other partitions keep the records, this one loses them)")
+_SKIPPED = ("no marker will come, and a COMMIT marker cannot be written by hand: only an abort unblocks the LSO "
+            "(kafka-transactions.sh --bootstrap-server <broker:port> abort --topic {topic} --partition {partition} "
+            "--start-offset {first_offset}), and it costs this partition's records of the transaction (offsets "
+            "{first_offset}..{last_offset}): read_committed consumers never see them, while the rest of the transaction "
+            "stays committed. Before aborting, copy them (txn-audit timeline on the partition, or a consumer with "
+            "isolation.level=read_uncommitted from offset {first_offset}, producer {producer_id}) and produce them "
+            "again after the abort if they must be delivered; torn-transaction reports the same transaction")
 KINDS = {
     "in-flight": Kind("info", "open transaction " + _WHERE + ": the coordinator has it {coordinator_state} with this "
                       "partition, within its timeout"),
@@ -126,6 +171,16 @@ KINDS = {
                                    "__transaction_state record names producer {producer_id} (all "
                                    "{coordinator_partitions_in_dump} coordinator partitions with records were given)",
                                    ABORT, _FIND_CLIENT),
+    "markers-undelivered": Kind(
+        "error", "markers undelivered " + _WHERE + ": the coordinator decided {decision}[[ ({decision_record})]] "
+        "longer than transaction.max.timeout.ms ago[[ (the transaction's {decision_marker} is written)]] and this "
+        "partition still has no marker: its leader has not taken it (paused, partitioned or fenced)",
+        advice=_UNDELIVERED),
+    "marker-skipped": Kind(
+        "critical", "marker skipped " + _WHERE + ": the coordinator committed the transaction and completed it "
+        "without this partition's marker[[ ({decision_record})]][[{partition_leaderless:if}; the partition had no "
+        "leader then (TransactionMarkerChannelManager drops markers for partitions without a leader, KAFKA-5202)]]: "
+        "the rest of the transaction is committed", advice=_SKIPPED),
     "hanging": Kind("error", "hanging transaction " + _WHERE + ": [[the coordinator's state is {coordinator_state}, "
                     "without this partition in an unexpired transaction]][[{age_only:if}older than "
                     "transaction.max.timeout.ms, so a live coordinator would have aborted it, unless it is a two-phase-commit "
@@ -166,6 +221,12 @@ def run(ctx):
             previous_marker_epoch=F.col("prev_marker_epoch"),
             coordinator_epoch=F.col("prev_coordinator_epoch"),
             as_of_ms=F.col("as_of_ms"),
+            transaction_version=F.col("transaction_version"),
+            decision=F.col("decision"),
+            decision_record=F.col("decision_record"),
+            decision_marker=F.col("decision_marker"),
+            partition_leader=F.col("partition_leader"),
+            partition_leaderless=F.col("partition_leaderless"),
             undetermined_reason=F.col("undetermined_reason"),
             settled_by=F.col("settled_by"),
             offset_commit_groups=F.col("offset_commit_groups"),

@@ -2,7 +2,9 @@
 partition (ProducerStateManager.firstUnstableOffset), or the high watermark when
 none is open. The rule reports each replica whose LSO an open transaction holds
 behind the high watermark (``replication-offset-checkpoint``; the log end offset
-without one):
+without one, and where the log dir was not cleanly stopped: there the broker had
+not checkpointed its latest high watermark, so the checkpoint is only a lower
+bound and the pin is judged against what the log holds):
 
 * ``stuck`` — the pinning transaction will not close by itself: the model's
   verdict on it (``auditor/model/verdicts.py``) is hanging, late-write or
@@ -13,6 +15,11 @@ without one):
   coordinator has it Ongoing with a transaction timeout of
   ``Integer.MAX_VALUE`` and never times it out): the LSO is pinned by design
   until the external transaction coordinator commits or aborts it;
+* ``markers-undelivered`` / ``marker-skipped`` — the coordinator decided the
+  pinning transaction and its marker for this partition is overdue, or was
+  dropped with the transaction committed (``hanging-transaction``'s kinds of
+  the same names): no abort command, since aborting a committed transaction
+  tears it;
 * ``undetermined`` — the input cannot tell (later segments or the coordinator's
   record not given, and not provably too old): the message says what is missing.
 
@@ -44,7 +51,10 @@ from auditor.rules._common import ABORT, COMPACTED, COORDINATOR_EPOCH
 EVIDENCE = (
     Evidence("last_stable_offset", "bigint", "the partition's LSO as the broker computes it from this log"),
     Evidence("high_watermark", "bigint", "the high watermark: the replication checkpoint's, capped at the log end "
-                                         "offset (the log end offset without a checkpoint)"),
+                                         "offset (the log end offset without a checkpoint, or where the log dir was "
+                                         "not cleanly stopped: its checkpoint lags the log)"),
+    Evidence("high_watermark_checkpoint", "bigint", "the replication-offset-checkpoint's entry where it is only a lower "
+                                                    "bound (log dir not cleanly stopped); null otherwise"),
     Evidence("log_end_offset", "bigint", "next offset after the last batch of the log"),
     Evidence("lag_offsets", "bigint", "offsets between the LSO and the high watermark"),
     Evidence("lag_ms", "bigint", "how long the LSO has trailed the newest data: the newest batch's timestamp minus the "
@@ -78,6 +88,16 @@ KINDS = {
                          "{undetermined_reason}",
                          advice="not an all-clear: the hanging-transaction finding on the same offset says what would "
                                 "settle it; abort the transaction only once it proves hanging"),
+    "markers-undelivered": Kind(
+        "error", _MESSAGE + " (the coordinator decided the pinning transaction and cannot deliver this partition's "
+        "marker: the LSO moves when the partition's leader is back)",
+        advice="bring back the partition's leader; never abort it by hand (hanging-transaction's markers-undelivered "
+               "finding on the same offset names the decision and the broker)"),
+    "marker-skipped": Kind(
+        "critical", _MESSAGE + " (the coordinator committed the pinning transaction and completed it without this "
+        "partition's marker: no marker will come)",
+        advice="only an abort unblocks it, at the cost of this partition's records of the committed transaction: "
+               "hanging-transaction's marker-skipped finding on the same offset says how to keep them first"),
     "stuck": Kind("error", _MESSAGE + " (the pinning transaction is {verdict}: no marker will come)", ABORT,
                   "abort the pinning transaction, then audit again (hanging-transaction says why it hangs; when "
                   "only its age says so, the input cannot rule out a two-phase-commit transaction: check it first)"),
@@ -90,7 +110,8 @@ def run(ctx):
     # the model's LSO per replica (auditor.model.producer_state): pinned by its earliest open transaction
     lso = ctx.last_stable_offsets.where("pin IS NOT NULL AND pin.first_offset < hw")
     pin = lso.select(
-        *REPLICA, "high_watermark", "log_end_offset", "max_timestamp", "is_compacted", "hw", "open_transactions",
+        *REPLICA, "high_watermark", "log_end_offset", "max_timestamp", "is_compacted", "hw", "hw_checkpoint",
+        "hw_lower_bound", "open_transactions",
         "last_stable_offset", F.col("pin.producer_id").alias("producer_id"), F.col("pin.first_offset").alias("first_offset"),
         F.col("pin.producer_epoch").alias("data_epoch_max"), F.col("pin.first_timestamp").alias("first_timestamp"),
         F.col("pin.prev_coordinator_epoch").alias("prev_coordinator_epoch"))
@@ -116,7 +137,8 @@ def run(ctx):
     pin = join_replica(pin, v, "left", on=["producer_id", "first_offset"])
     lag_ms = F.col("max_timestamp") - F.col("first_timestamp")
     kind = (F.when(F.col("verdict") == "in-flight", F.lit("open"))
-            .when(F.col("verdict").isin("undetermined", "two-phase-commit"), F.col("verdict"))
+            .when(F.col("verdict").isin("undetermined", "two-phase-commit", "markers-undelivered", "marker-skipped"),
+                  F.col("verdict"))
             .otherwise(F.lit("stuck")))
     return pin.select(
         *REPLICA,
@@ -133,6 +155,7 @@ def run(ctx):
             EVIDENCE,
             last_stable_offset=F.col("last_stable_offset"),
             high_watermark=F.col("hw"),
+            high_watermark_checkpoint=F.when(F.col("hw_lower_bound"), F.col("hw_checkpoint")),
             log_end_offset=F.col("log_end_offset"),
             lag_offsets=F.col("hw") - F.col("last_stable_offset"),
             lag_ms=lag_ms,

@@ -40,7 +40,7 @@ from tables_builder import T0, TableSet
 CASES_DIR = Path(__file__).resolve().parent / "rules"
 CALLS = ("batch", "marker", "txn", "tombstone", "checkpoint", "snapshot_entry", "txnindex_entry", "pid_block",
          "remote_segment", "leader_epoch",
-         "offset_commit", "config", "inventory_file", "cleaner_checkpoint", "clean_shutdown", "not_given")
+         "offset_commit", "config", "leader", "inventory_file", "cleaner_checkpoint", "clean_shutdown", "not_given")
 KEYS = {"description", "input", "other_cluster", "options", "example", "findings"}
 COLUMNS = [name for name, _ in FINDING_COLUMNS]
 

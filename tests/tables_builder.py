@@ -174,6 +174,20 @@ class TableSet:
                         record_type="CONFIG_RECORD", config_resource_type=kind, config_resource_name=res,
                         config_name=name, config_value=value, source="log")
 
+    def leader(self, topic: str, partition: int, leader: int, *, offset: int, ts: int | None = None) -> "TableSet":
+        """A partition's leader in the metadata log: the topic's ``TopicRecord`` (with the first call for
+        the topic) and a ``PartitionChangeRecord`` setting ``leader`` (-1: none) at ``offset``, appended
+        at ``ts``."""
+        topic_id = f"id-{topic}"
+        t = T0 + offset if ts is None else ts
+        if not any(r.get("record_type") == "TOPIC_RECORD" and r.get("topic_name") == topic
+                   and r.get("cluster_id") == self.cluster for r in self.rows["metadata_records"]):
+            self.add("metadata_records", "__cluster_metadata", 0, offset=offset, timestamp=t, record_type="TOPIC_RECORD",
+                     topic_name=topic, topic_id=topic_id, source="log")
+        return self.add("metadata_records", "__cluster_metadata", 0, offset=offset, timestamp=t,
+                        record_type="PARTITION_CHANGE_RECORD", topic_id=topic_id, partition_id=partition, leader=leader,
+                        source="log")
+
     def inventory_file(self, topic: str, partition: int, kind: str, base_offset: int,
                        broker_id: int | None = None) -> "TableSet":
         """A live ``files`` inventory row (``txn-index`` or ``producer-snapshot``), e.g. an empty file

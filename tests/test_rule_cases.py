@@ -24,6 +24,7 @@ import pytest
 from auditor.engine.runner import audit
 from auditor.engine.rule import catalog
 from auditor.engine.context import AuditOptions
+from torn_abort import commit_decided, torn_by_advice
 from rule_cases import COLUMNS, add_case, canonical, load_cases, time_value, write_findings
 from tables_builder import TableSet
 
@@ -68,9 +69,14 @@ def actual(spark, tmp_path_factory) -> dict[str, list[dict]]:
         CASES = load_cases()
     by_cluster: dict[str, list[dict]] = defaultdict(list)
     for i, cases in enumerate(_groups(CASES).values()):
-        for f in _audit(spark, tmp_path_factory.mktemp(f"cases{i}") / "tables", cases):
+        root = tmp_path_factory.mktemp(f"cases{i}") / "tables"
+        TABLE_ROOTS.append(root)
+        for f in _audit(spark, root, cases):
             by_cluster[f["cluster_id"]].append(f)
     return by_cluster
+
+
+TABLE_ROOTS: list = []  # the tables :func:`actual` audited (read by the no-torn-abort property)
 
 
 @pytest.fixture(scope="module")
@@ -138,3 +144,18 @@ def test_every_rule_has_a_negative_case_and_one_example():
         assert any(not c.findings for c in mine), f"{rule}: no case where nothing must be reported"
         examples = [c for c in mine if c.example]
         assert len(examples) == 1 and examples[0].findings, f"{rule}: needs exactly one example case, with findings"
+
+
+def test_no_abort_for_a_transaction_the_coordinator_committed(actual):
+    """No case's findings advise an abort where the coordinator decided COMMIT (tests/torn_abort.py,
+    an oracle over the raw tables): that abort tears the transaction. The oracle is not vacuous: it
+    forbids the abort of the transactions the markers-undelivered and marker-skipped cases hold."""
+    every = [f for fs in actual.values() for f in fs]
+    assert [t for root in TABLE_ROOTS for t in torn_by_advice(root, every)] == []
+    decided = [f for f in every if f["rule"] == "hanging-transaction" and f["kind"] in ("markers-undelivered",
+                                                                                      "marker-skipped")]
+    assert len(decided) >= 4
+    for f in decided:
+        target = (f["cluster_id"], f["topic"], f["partition"], f["producer_id"], f["first_offset"])
+        if f["evidence"]["decision_record"] is not None:  # a coordinator decision: the oracle sees it too
+            assert any(commit_decided(root, target) for root in TABLE_ROOTS), target

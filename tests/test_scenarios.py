@@ -22,6 +22,7 @@ from conftest import SAMPLE_LOGS
 from auditor.engine.runner import audit
 from auditor.ingest.spark_job import ingest
 from auditor.formats.checkpoints import read_meta_properties
+from torn_abort import torn_by_advice
 
 pytestmark = pytest.mark.spark
 
@@ -66,6 +67,7 @@ def results(spark, tmp_path_factory):
     modes: dict[bool, object] = {}
     for i, g in enumerate(groups):
         out = tmp_path_factory.mktemp(f"scenarios{i}") / "tables"
+        TABLE_ROOTS.append(out)
         ing = ingest(spark, [str(s) for s in g.values()], str(out))
         bad += ing.bad_files
         if i == 0:
@@ -83,6 +85,17 @@ def results(spark, tmp_path_factory):
         for f in res.findings:
             per[g[f["cluster_id"]].name].append(f)
     return bad, per, modes
+
+
+TABLE_ROOTS: list[Path] = []  # what :func:`results` ingested, per group
+
+
+def test_no_abort_for_a_transaction_the_coordinator_committed(results):
+    """No capture's findings advise an abort where the coordinator decided COMMIT
+    (tests/torn_abort.py: an oracle over the raw tables, apart from the model)."""
+    _, per, _ = results
+    every = [f for fs in per.values() for f in fs]
+    assert [t for root in TABLE_ROOTS for t in torn_by_advice(root, every)] == []
 
 
 @contextmanager

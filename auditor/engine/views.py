@@ -193,8 +193,20 @@ def stopped_clusters(ctx):
     return moving.stopped_clusters(ctx.table("files")) if inventory else None
 
 
+@view()
+def stopped_log_dirs(ctx):
+    """Per log dir, ``log_dir_stopped``: it holds ``.kafka_cleanshutdown``
+    (:func:`auditor.model.moving.stopped_log_dirs`); None without a file inventory (hand-made
+    tables: taken as stopped). Where False, the high watermark checkpoint is a lower bound."""
+    from auditor.model import moving
+
+    inventory = (ctx.tables_dir / "files").exists() and ctx.has_rows("files")
+    return moving.stopped_log_dirs(ctx.table("files")) if inventory else None
+
+
 @view(uses=("open_transactions", "transactions", "partitions", "as_of", "coordinator_latest", "coordinator_partitions",
-            "coordinator_coverage", "producer_transactional_ids", "coordinator_history", "stopped_clusters"))
+            "coordinator_coverage", "producer_transactional_ids", "coordinator_history", "stopped_clusters",
+            "partition_leaders"))
 def transaction_verdicts(ctx):
     """Every open transaction with its one age and classification
     (:func:`auditor.model.verdicts.open_transaction_verdicts`), persisted: the
@@ -212,17 +224,27 @@ def transaction_verdicts(ctx):
     return ctx.persist(verdicts.open_transaction_verdicts(
         ctx.open_transactions, ctx.partitions, ctx.as_of,
         max_timeout_ms=ctx.options.transaction_max_timeout_ms, coordinator=coord, stopped=ctx.stopped_clusters,
-        transactions=ctx.transactions if ctx.replicated_partitions is not False else None))
+        transactions=ctx.transactions, replicated=ctx.replicated_partitions is not False,
+        leaders=ctx.partition_leaders))
 
 
-@view(uses=("transactions", "partitions"))
+@view()
+def partition_leaders(ctx):
+    """Every leader the metadata log records per partition (:func:`auditor.model.decisions.partition_leaders`);
+    None without metadata records."""
+    from auditor.model import decisions
+
+    return decisions.partition_leaders(ctx.table("metadata_records")) if ctx.has_rows("metadata_records") else None
+
+
+@view(uses=("transactions", "partitions", "stopped_log_dirs"))
 def last_stable_offsets(ctx):
-    """Per replica: high watermark, first unstable offset, last stable offset and
-    the earliest open transaction pinning it
-    (:func:`auditor.model.producer_state.spark.last_stable_offsets`)."""
+    """Per replica: high watermark (the log end where the log dir was not cleanly stopped: its
+    checkpoint lags), first unstable offset, last stable offset and the earliest open transaction
+    pinning it (:func:`auditor.model.producer_state.spark.last_stable_offsets`)."""
     from auditor.model.producer_state import spark as model
 
-    return model.last_stable_offsets(ctx.transactions, ctx.partitions)
+    return model.last_stable_offsets(ctx.transactions, ctx.partitions, ctx.stopped_log_dirs)
 
 
 @view(uses=("open_transactions",))

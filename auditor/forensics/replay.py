@@ -15,7 +15,8 @@ as a stream, so its memory is the number of producers and pending runs (and the
 involved ids' coordinator records, read ahead), not the partition's size.
 
 A data batch that opens a transaction of a producer session (id, epoch) which
-already wrote a marker on this partition (marker epoch >= data epoch: the
+already wrote a marker on this partition (marker epoch >= data epoch, or > under
+transaction version 2, which bumps the epoch at every commit or abort: the
 hanging-transaction rule's ``late-write`` condition, :mod:`auditor.model.verdicts`)
 is a **late write** when no ``Ongoing`` coordinator record of the producer names
 this partition at or after that marker (``anomalies: ["late write"]``); without
@@ -128,6 +129,9 @@ class Replay:
         self._marker: dict[int, tuple[int, int, str, int | None]] = {}  # pid -> (epoch, offset, type, time)
         self._listed: dict[int, list[int]] = {}  # pid -> times of Ongoing records naming this partition
         self._coord_pids: set[int] = set()  # producer ids the coordinator records name
+        # producer ids shown to use transaction version 2 (auditor.model.decisions): a coordinator record's
+        # ClientTransactionVersion, or a COMMIT marker above its data's epoch
+        self._tv2: set[int] = set()
         self._late: set[int] = set()  # first offsets of transactions a late write opened
 
     # -- helpers -------------------------------------------------------------
@@ -179,6 +183,8 @@ class Replay:
             for k in ("producer_id", "previous_producer_id", "next_producer_id"):
                 if r.get(k) is not None and r[k] >= 0:
                     self._coord_pids.add(r[k])
+            if (r.get("client_transaction_version") or 0) >= 2 and r.get("producer_id") is not None:
+                self._tv2.add(r["producer_id"])
             tps = r.get("topic_partitions")
             parts = None if tps is None else [f"{tp['topic']}-{tp['partition']}" for tp in tps]
             if (not r["is_tombstone"] and r.get("state") == "Ongoing" and r.get("producer_id") is not None
@@ -191,7 +197,9 @@ class Replay:
         (no ``Ongoing`` record of the producer naming this partition at or after that marker;
         None when no coordinator record names the producer: the rows cannot tell)."""
         m = self._marker.get(pid)
-        if m is None or epoch > m[0]:
+        # transaction version 2 bumps the epoch at every commit or abort: the marker's epoch is the next
+        # transaction's, and only data below it is late (ProducerAppendInfo.checkProducerEpoch)
+        if m is None or epoch > m[0] or (epoch == m[0] and pid in self._tv2):
             return None, None
         if pid not in self._coord_pids:
             return m, None
@@ -317,6 +325,8 @@ class Replay:
             if marker:
                 done = result.completed_txn if result is not None else None
                 started = None if done is None else (done.first_offset, self._txn_epoch.pop(pid, epoch))
+                if started is not None and b["control_type"] == "COMMIT" and epoch > started[1]:
+                    self._tv2.add(pid)  # only transaction version 2 commits with a bumped epoch
                 if visible:
                     if started is not None:
                         closes = f"closes the transaction from offset {started[0]}"

@@ -430,7 +430,7 @@ _ARROW_BATCH_COLUMNS = ["cluster_id", "broker_id", "log_dir", "file", "position"
 _RECORD_COLUMNS = ["cluster_id", "broker_id", "log_dir", "file", "batch_position", "record_type", "partition", "offset",
                    "timestamp", "transactional_id", "is_tombstone", "state", "producer_id", "producer_epoch",
                    "previous_producer_id", "next_producer_id", "transaction_timeout_ms", "topic_partitions",
-                   "last_update_timestamp_ms"]
+                   "last_update_timestamp_ms", "client_transaction_version"]
 
 
 def _null_last(v: int | None) -> tuple:

@@ -27,6 +27,10 @@ from __future__ import annotations
 HISTORY_KEY = ["cluster_id", "transactional_id"]
 _HISTORY_COLUMNS = ("offset", "state_label", "producer_id", "producer_epoch", "last_update_timestamp_ms",
                     "start_timestamp_ms", "topic_partitions")
+# the next record's append time (``timestamp``): a Complete* record's last update time is when the
+# coordinator prepared it, right after the Prepare* (``TransactionMetadata.prepareComplete`` is called
+# with the EndTxn's time), not when it was written once the markers were done
+_NEXT_COLUMNS = ("offset", "state_label", "timestamp")
 
 
 def records(transaction_log):
@@ -43,8 +47,9 @@ def records(transaction_log):
 
 
 def history(recs):
-    """Each record with the previous record of the same transactional id (``prev_*``)
-    and ``is_last``: one window, one sort."""
+    """Each record with the previous record of the same transactional id (``prev_*``),
+    the state, offset and time of the next one (``next_*``: what followed a decision) and
+    ``is_last``: one window, one sort."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -52,6 +57,8 @@ def history(recs):
     h = recs
     for c in _HISTORY_COLUMNS:
         h = h.withColumn(f"prev_{c}", F.lag(c).over(w))
+    for c in _NEXT_COLUMNS:
+        h = h.withColumn(f"next_{c}", F.lead(c).over(w))
     last = F.max("offset").over(w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
     return h.withColumn("is_last", F.col("offset") == last)
 

@@ -23,15 +23,29 @@ verdicts ask how far each view reaches before they call a transaction late or ha
 from __future__ import annotations
 
 
-def stopped_clusters(files):
-    """Per cluster of the ``files`` inventory: ``log_dirs_stopped`` — every log dir of it that
-    was given holds ``.kafka_cleanshutdown``. A cluster the inventory does not list (hand-made
-    tables) has no row: it is taken as stopped (nothing says it moved)."""
+def stopped_log_dirs(files):
+    """Per log dir of the ``files`` inventory (``cluster_id``, ``log_dir``): ``log_dir_stopped`` — it
+    holds ``.kafka_cleanshutdown``. A log dir the inventory does not list (hand-made tables) has no
+    row: it is taken as stopped (nothing says it moved).
+
+    In a log dir that was not cleanly stopped the ``replication-offset-checkpoint`` lags the log: the
+    broker writes it every ``replica.high.watermark.checkpoint.interval.ms`` (5 s) and at a clean
+    shutdown (``ReplicaManager.checkpointHighWatermarks``), so its entry is a lower bound of the high
+    watermark (:func:`auditor.model.producer_state.spark.last_stable_offsets`)."""
     from pyspark.sql import functions as F
 
-    dirs = files.where("log_dir IS NOT NULL AND cluster_id IS NOT NULL").groupBy("cluster_id", "log_dir").agg(
-        F.max(F.when(F.col("kind") == "clean-shutdown", 1).otherwise(0)).alias("_clean"))
-    return dirs.groupBy("cluster_id").agg((F.min("_clean") == 1).alias("log_dirs_stopped"))
+    return files.where("log_dir IS NOT NULL AND cluster_id IS NOT NULL").groupBy("cluster_id", "log_dir").agg(
+        (F.max(F.when(F.col("kind") == "clean-shutdown", 1).otherwise(0)) == 1).alias("log_dir_stopped"))
+
+
+def stopped_clusters(files):
+    """Per cluster of the ``files`` inventory: ``log_dirs_stopped`` — every log dir of it that
+    was given holds ``.kafka_cleanshutdown`` (:func:`stopped_log_dirs`). A cluster the inventory
+    does not list (hand-made tables) has no row: it is taken as stopped (nothing says it moved)."""
+    from pyspark.sql import functions as F
+
+    return stopped_log_dirs(files).groupBy("cluster_id").agg(F.min(F.col("log_dir_stopped").cast("int")).alias("_s")) \
+        .select("cluster_id", (F.col("_s") == 1).alias("log_dirs_stopped"))
 
 
 def coordinator_read_until(transaction_log):

@@ -18,11 +18,26 @@ report and the forensic commands read it:
   ``txnTimeoutMs == Integer.MAX_VALUE``, and
   ``TransactionStateManager.timedOutTransactions`` skips such transactions, so
   the coordinator never aborts them (``TransactionLogValue`` has no 2PC field);
+* ``markers-undelivered`` — the coordinator decided the transaction (its
+  ``Prepare*`` record listing the partition, or under transaction version 2 the
+  same transaction's marker on another partition: :mod:`auditor.model.decisions`)
+  longer than ``transaction.max.timeout.ms`` ago, and this partition has no
+  marker yet: the coordinator keeps retrying (``TransactionMarkerChannelManager``).
+  Younger, and decided by the coordinator's record, it is ``in-flight``;
+* ``marker-skipped`` — the coordinator decided COMMIT and wrote ``CompleteCommit``
+  without this partition's marker (it drops markers for partitions without a
+  leader); where the log may have moved while read and the data partition as read
+  ends before the completion, only the metadata log showing the partition
+  leaderless tells a dropped marker from one written after the read (else
+  ``undetermined``). A decided ABORT completed so is ``hanging``: the abort
+  finishes what the coordinator decided;
 * ``late-write`` — the data belongs to a producer session (id, epoch) that already
   had a marker on this partition, and the coordinator does not list the partition
   in an ongoing, unexpired transaction (KAFKA-12671). With transaction version 0/1
   a session keeps its epoch across transactions, so the same session writing after
-  a marker is normal *while* the coordinator has the partition in a new one;
+  a marker is normal *while* the coordinator has the partition in a new one. With
+  transaction version 2 the marker carries the bumped epoch of the next
+  transaction, so only data *below* the marker's epoch is late;
 * ``unknown-to-coordinator`` — every ``__transaction_state`` partition of the
   cluster was given and no record names the producer id;
 * ``hanging`` — the coordinator completed, fenced or expired the transaction, does
@@ -38,7 +53,9 @@ report and the forensic commands read it:
   dump of the same broker taken at another time) holds the transaction's marker
   and this copy ends at or before that offset: it is behind, open there but not
   hanging (a copy that goes on past the marker's offset without it has diverged,
-  and keeps its verdict).
+  and keeps its verdict); or, under transaction version 2, the coordinator's
+  records of the producer are past the data's epoch (it ended the transaction)
+  but the decision is no longer in the input (compacted) nor any of its markers.
   ``undetermined_reason`` says what is missing and ``settled_by`` what would
   settle it.
 
@@ -52,152 +69,237 @@ from __future__ import annotations
 from auditor.model.coverage import SEGMENT_ALONE
 from auditor.model.replica_key import REPLICA, join_replica
 
-VERDICTS = ("in-flight", "two-phase-commit", "late-write", "unknown-to-coordinator", "hanging", "undetermined")
+VERDICTS = ("in-flight", "two-phase-commit", "markers-undelivered", "marker-skipped", "late-write",
+            "unknown-to-coordinator", "hanging", "undetermined")
 # TransactionMetadata.isDistributedTwoPhaseCommitTxn(): txnTimeoutMs == Integer.MAX_VALUE (Kafka 4.3.1, 4.4.0)
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
 # a hanging verdict by age alone: what would tell a two-phase-commit transaction from it
 AGE_ONLY_CANNOT_RULE_OUT_2PC = ("the coordinator's record of the producer (__transaction_state): a two-phase-commit "
                                 "transaction's has transaction timeout Integer.MAX_VALUE")
 # verdicts after which the pinned LSO will not move without an administrator
-CLOSED_BY_NOBODY = ("late-write", "unknown-to-coordinator", "hanging")
+CLOSED_BY_NOBODY = ("marker-skipped", "late-write", "unknown-to-coordinator", "hanging")
 
 
-def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: int, coordinator=None, stopped=None,
-                              transactions=None):
+def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: int, transactions, coordinator=None,
+                              stopped=None, replicated: bool = True, leaders=None):
     """``open_txns`` (the model's open transactions) with the replica's coverage
     (``partitions``: ``log_end_known``), ``as_of_ms``, the coordinator's view of the
-    producer and the verdict. ``coordinator``: None when no cluster of the input has
-    ``__transaction_state`` records, else a dict of DataFrames ``ids`` (cluster_id,
-    producer_id, transactional_id), ``latest`` (the latest record per transactional
-    id), ``coverage`` (per cluster: ``coordinator_partitions_given``,
-    ``coordinator_partitions_expected``, ``coordinator_complete``) and ``in_input``
-    (per cluster: ``coordinator_partitions`` with records) and ``read_until`` (per
-    ``__transaction_state`` partition: how far the input's view of it reaches,
-    :func:`auditor.model.moving.coordinator_read_until`). ``stopped``: per cluster,
-    ``log_dirs_stopped`` (:func:`auditor.model.moving.stopped_clusters`); None, or a
-    cluster without a row: taken as stopped. ``transactions``: the model's transactions of every
-    replica; where another copy of the partition has the same transaction (producer id, first
-    offset) closed by a marker and this one's log ends at or before that marker, the open one is
-    ``undetermined`` (this copy is behind).
+    producer, its decision (:func:`auditor.model.decisions.with_decisions`) and the verdict.
+    ``transactions``: the model's transactions of every replica (the decision's markers on other
+    partitions; with ``replicated``, copies of the partition holding the marker: where another
+    copy has the same transaction (producer id, first offset) closed by a marker and this one's
+    log ends at or before that marker, the open one is ``undetermined``: this copy is behind).
+    ``coordinator``: None when no cluster of the input has ``__transaction_state`` records, else a
+    dict of DataFrames ``ids`` (cluster_id, producer_id, transactional_id), ``latest`` (the latest
+    record per transactional id), ``history`` (:func:`auditor.model.coordinator.history`),
+    ``coverage`` (per cluster: ``coordinator_partitions_given``, ``coordinator_partitions_expected``,
+    ``coordinator_complete``), ``in_input`` (per cluster: ``coordinator_partitions`` with records)
+    and ``read_until`` (per ``__transaction_state`` partition: how far the input's view of it
+    reaches, :func:`auditor.model.moving.coordinator_read_until`). ``stopped``: per cluster,
+    ``log_dirs_stopped`` (:func:`auditor.model.moving.stopped_clusters`); None, or a cluster without
+    a row: taken as stopped. ``leaders``: :func:`auditor.model.decisions.partition_leaders`, or None.
 
-    A log that may have moved while it was read (a cluster not stopped) is called
-    late or hanging only when the views reach far enough (:mod:`auditor.model.moving`):
-    the coordinator's partition as read reaches the transaction's first batch, and, when
-    the coordinator's latest record of the producer completes (or prepares to complete)
-    a transaction begun no earlier, the data partition as read reaches that record (its
-    marker comes before it). Otherwise, and while the transaction is not older than
+    A transaction the coordinator decided (a ``Prepare*`` record listing the partition, or under
+    transaction version 2 the same transaction's marker on another partition) is never called
+    late or hanging while that decision is COMMIT: ``in-flight`` while its markers are younger than
+    ``transaction.max.timeout.ms``, ``markers-undelivered`` once older, ``marker-skipped`` when the
+    coordinator completed it without this partition's marker. A log that may have moved while it
+    was read (a cluster not stopped) is called late or hanging only when the views reach far enough
+    (:mod:`auditor.model.moving`); otherwise, and while the transaction is not older than
     ``transaction.max.timeout.ms``, it is ``undetermined``.
-    A coordinator in PrepareCommit/PrepareAbort that lists the partition is writing the
-    markers (``TransactionMarkerChannelManager``): ``in-flight`` while young.
 
-    Added columns: ``as_of_ms``, ``age_ms``, ``transactional_id``,
-    ``coordinator_state``, ``coordinator_producer_id``, ``transaction_timeout_ms``,
-    ``coordinator_topic_partitions`` (``topic-N`` strings),
-    ``coordinator_partitions_in_dump``, ``age_only`` (no coordinator record could be
-    consulted), ``verdict``, ``undetermined_reason``, ``settled_by``."""
+    Added columns: ``as_of_ms``, ``age_ms``, ``transactional_id``, ``coordinator_state``,
+    ``coordinator_producer_id``, ``transaction_timeout_ms``, ``coordinator_topic_partitions``
+    (``topic-N`` strings), ``coordinator_partitions_in_dump``, ``age_only`` (no coordinator record
+    could be consulted), the decision's columns (:data:`auditor.model.decisions.DECISION_COLUMNS`),
+    ``verdict``, ``undetermined_reason``, ``settled_by``."""
     from pyspark.sql import functions as F
+
+    from auditor.model import decisions
 
     o = open_txns.join(F.broadcast(as_of), "cluster_id", "left")
     cov = partitions.select(*REPLICA, "log_end_known", "given_as", "next_not_given_offset", "later_segments_not_given",
                             "high_watermark", "log_end_offset", F.col("max_timestamp").alias("_read_until"))
     o = join_replica(o, cov, "left")
-    as_of_ms = F.col("as_of_ms")
-    max_timeout = F.lit(max_timeout_ms)
-    age = as_of_ms - F.col("first_timestamp")
-    old = age > max_timeout
-    session_had_marker = F.col("prev_marker_epoch").isNotNull() & (F.col("data_epoch_min") <= F.col("prev_marker_epoch"))
-
-    if coordinator is not None:
-        from auditor.model.coordinator import transactional_id_of
-
-        ids = transactional_id_of(coordinator["ids"])
-        latest = coordinator["latest"].select(
-            "cluster_id", "transactional_id", F.col("state").alias("coordinator_state"),
-            F.col("producer_id").alias("coordinator_producer_id"), "transaction_timeout_ms", "start_timestamp_ms",
-            F.col("topic_partitions").alias("_tps"), F.col("partition").alias("coordinator_partition"),
-            F.col("last_update_timestamp_ms").alias("_coordinator_updated"))
-        if coordinator.get("read_until") is not None:
-            latest = latest.join(coordinator["read_until"], ["cluster_id", "coordinator_partition"], "left")
-        else:
-            latest = latest.withColumn("coordinator_read_until_ms", F.lit(None).cast("long"))
-        if coordinator.get("history") is not None:  # the partitions of the transaction a Complete* record ends
-            last = coordinator["history"].where("is_last").select(
-                "cluster_id", "transactional_id", F.col("prev_topic_partitions").alias("_prev_tps"))
-            latest = latest.join(last, ["cluster_id", "transactional_id"], "left")
-        else:
-            latest = latest.withColumn("_prev_tps", F.lit(None).cast("array<struct<topic:string,partition:int>>"))
-        o = (o.join(ids, ["cluster_id", "producer_id"], "left").join(latest, ["cluster_id", "transactional_id"], "left")
-             .join(F.broadcast(coordinator["coverage"]), "cluster_id", "left")
-             .join(F.broadcast(coordinator["in_input"]), "cluster_id", "left"))
-        has_log = F.col("coordinator_partitions").isNotNull()
-        # a cluster the inventory does not list (hand-made tables) is taken as given whole
-        complete = F.coalesce(F.col("coordinator_complete"), F.lit(True))
-        listed = F.exists(F.coalesce(F.col("_tps"), F.array()),
-                          lambda tp: (tp["topic"] == F.col("topic")) & (tp["partition"] == F.col("partition")))
-        ongoing_here = (F.col("coordinator_state") == "Ongoing") & listed & (
-            F.col("coordinator_producer_id") == F.col("producer_id"))
-        completing_here = F.col("coordinator_state").isin("PrepareCommit", "PrepareAbort") & listed & (
-            F.col("coordinator_producer_id") == F.col("producer_id"))
-        # a view that may not reach far enough (see auditor.model.moving)
-        coordinator_behind = F.coalesce(F.col("coordinator_read_until_ms"), F.lit(-1)) < F.col("first_timestamp")
-        # the producer's transaction with this partition is completing (Prepare*) or completed; a Complete*
-        # record no longer lists the partitions (TransactionMetadata.prepareComplete clears them): the record
-        # before it (PrepareCommit/PrepareAbort) does
-        prev_listed = F.exists(F.coalesce(F.col("_prev_tps"), F.array()),
-                               lambda tp: (tp["topic"] == F.col("topic")) & (tp["partition"] == F.col("partition")))
-        ends_here = ((F.col("coordinator_state").isin("PrepareCommit", "PrepareAbort") & listed)
-                     | (F.col("coordinator_state").isin("CompleteCommit", "CompleteAbort") & prev_listed))
-        marker_maybe_later = (F.col("coordinator_producer_id") == F.col("producer_id")) & ends_here & (
-            F.col("_coordinator_updated") >= F.col("first_timestamp")) & (
-            F.coalesce(F.col("_read_until"), F.lit(-1)) < F.col("_coordinator_updated"))
-        two_phase = F.coalesce(F.col("transaction_timeout_ms") == TWO_PHASE_COMMIT_TIMEOUT_MS, F.lit(False))
-        timeout = F.least(F.coalesce(F.col("transaction_timeout_ms"), max_timeout), max_timeout)
-        young = (as_of_ms - F.coalesce(F.col("start_timestamp_ms"), F.col("first_timestamp"))) <= timeout
-        known = F.col("transactional_id").isNotNull()
-        tps = F.transform(F.col("_tps"), lambda tp: F.concat(tp["topic"], F.lit("-"), tp["partition"].cast("string")))
-        given = F.coalesce(F.col("coordinator_partitions_given"), F.lit(0))
-        expected = F.col("coordinator_partitions_expected")
+    o, c = _with_coordinator(o, coordinator, max_timeout_ms)
+    o = decisions.with_decisions(o, transactions=transactions, leaders=leaders,
+                                 history=coordinator.get("history") if coordinator is not None else None)
+    o = _with_closed_elsewhere(o, transactions if replicated else None)
+    if stopped is not None:
+        o = o.join(F.broadcast(stopped), "cluster_id", "left")
+        c["moving"] = ~F.coalesce(F.col("log_dirs_stopped"), F.lit(True))
     else:
-        for c, t in (("transactional_id", "string"), ("coordinator_state", "string"), ("coordinator_producer_id", "bigint"),
-                     ("transaction_timeout_ms", "int"), ("coordinator_partitions", "bigint")):
-            o = o.withColumn(c, F.lit(None).cast(t))
-        has_log = complete = known = ongoing_here = young = two_phase = F.lit(False)
-        completing_here = coordinator_behind = marker_maybe_later = F.lit(False)
-        tps = F.lit(None).cast("array<string>")
-        given, expected = F.lit(0), F.lit(None).cast("int")
+        c["moving"] = F.lit(False)
+    c["old"] = (F.col("as_of_ms") - F.col("first_timestamp")) > F.lit(max_timeout_ms)
+    c["decision_old"] = (F.col("as_of_ms") - F.col("decision_ms")) > F.lit(max_timeout_ms)
+    verdict, reason, settle = _verdict(c), _reason(c), _settle(c)
+    return o.withColumns({
+        "age_ms": F.col("as_of_ms") - F.col("first_timestamp"),
+        "coordinator_topic_partitions": c["tps"],
+        "coordinator_partitions_in_dump": F.col("coordinator_partitions").cast("int"),
+        "age_only": ~c["consulted"],
+        "verdict": verdict,
+    }).withColumns({
+        "undetermined_reason": F.when(F.col("verdict") == "undetermined", reason),
+        "settled_by": settle,
+    }).drop("_closed", "_tps", "_prev_tps", "_read_until", "_coordinator_updated", "log_dirs_stopped",
+            "coordinator_read_until_ms", "coordinator_partition", "log_end_known", "high_watermark", "log_end_offset",
+            "later_segments_not_given", "next_not_given_offset", "_tv2", "client_transaction_version",
+            "coordinator_producer_epoch")
 
-    if transactions is not None:
-        closed = transactions.where(F.col("state").isin("commit", "abort")).groupBy(
-            "cluster_id", "topic", "partition", "producer_id", "first_offset").agg(
-            F.min(F.struct("marker_offset", "log_dir", "broker_id", "marker_type")).alias("_closed"))
-        o = o.join(closed, ["cluster_id", "topic", "partition", "producer_id", "first_offset"], "left")
+
+def _with_coordinator(o, coordinator, max_timeout_ms: int):
+    """``o`` joined with the coordinator's latest record of the producer's transactional id, and
+    the conditions the verdict reads of it (a dict of Columns; all false without a coordinator)."""
+    from pyspark.sql import functions as F
+
+    c: dict = {}
+    if coordinator is None:
+        for name, t in (("transactional_id", "string"), ("coordinator_state", "string"),
+                        ("coordinator_producer_id", "bigint"), ("coordinator_producer_epoch", "int"),
+                        ("client_transaction_version", "int"), ("transaction_timeout_ms", "int"),
+                        ("coordinator_partitions", "bigint")):
+            o = o.withColumn(name, F.lit(None).cast(t))
+        for name in ("has_log", "complete", "known", "ongoing_here", "young", "two_phase", "coordinator_behind",
+                     "marker_maybe_later"):
+            c[name] = F.lit(False)
+        c.update(tps=F.lit(None).cast("array<string>"), given=F.lit(0), expected=F.lit(None).cast("int"))
+        c["consulted"] = F.lit(False)
+        return o, c
+    from auditor.model.coordinator import transactional_id_of
+
+    latest = coordinator["latest"].select(
+        "cluster_id", "transactional_id", F.col("state").alias("coordinator_state"),
+        F.col("producer_id").alias("coordinator_producer_id"),
+        F.col("producer_epoch").cast("int").alias("coordinator_producer_epoch"),
+        F.col("client_transaction_version").cast("int").alias("client_transaction_version"),
+        "transaction_timeout_ms", "start_timestamp_ms", F.col("topic_partitions").alias("_tps"),
+        F.col("partition").alias("coordinator_partition"), F.col("last_update_timestamp_ms").alias("_coordinator_updated"))
+    if coordinator.get("read_until") is not None:
+        latest = latest.join(coordinator["read_until"], ["cluster_id", "coordinator_partition"], "left")
     else:
-        o = o.withColumn("_closed", F.lit(None).cast(
+        latest = latest.withColumn("coordinator_read_until_ms", F.lit(None).cast("long"))
+    if coordinator.get("history") is not None:  # the partitions of the transaction a Complete* record ends
+        last = coordinator["history"].where("is_last").select(
+            "cluster_id", "transactional_id", F.col("prev_topic_partitions").alias("_prev_tps"))
+        latest = latest.join(last, ["cluster_id", "transactional_id"], "left")
+    else:
+        latest = latest.withColumn("_prev_tps", F.lit(None).cast("array<struct<topic:string,partition:int>>"))
+    o = (o.join(transactional_id_of(coordinator["ids"]), ["cluster_id", "producer_id"], "left")
+         .join(latest, ["cluster_id", "transactional_id"], "left")
+         .join(F.broadcast(coordinator["coverage"]), "cluster_id", "left")
+         .join(F.broadcast(coordinator["in_input"]), "cluster_id", "left"))
+    _coordinator_conditions(c, max_timeout_ms)
+    return o, c
+
+
+def _coordinator_conditions(c: dict, max_timeout_ms: int) -> None:
+    """The conditions on the coordinator's latest record the verdict reads, into ``c``."""
+    from pyspark.sql import functions as F
+
+    def names_partition(col):
+        return F.exists(F.coalesce(F.col(col), F.array()),
+                        lambda tp: (tp["topic"] == F.col("topic")) & (tp["partition"] == F.col("partition")))
+
+    same_producer = F.col("coordinator_producer_id") == F.col("producer_id")
+    c["has_log"] = F.col("coordinator_partitions").isNotNull()
+    # a cluster the inventory does not list (hand-made tables) is taken as given whole
+    c["complete"] = F.coalesce(F.col("coordinator_complete"), F.lit(True))
+    c["known"] = F.col("transactional_id").isNotNull()
+    c["consulted"] = c["has_log"] & (c["known"] | c["complete"])
+    c["ongoing_here"] = (F.col("coordinator_state") == "Ongoing") & names_partition("_tps") & same_producer
+    # a view that may not reach far enough (see auditor.model.moving)
+    c["coordinator_behind"] = F.coalesce(F.col("coordinator_read_until_ms"), F.lit(-1)) < F.col("first_timestamp")
+    # the producer's transaction with this partition is completing (Prepare*) or completed; a Complete*
+    # record no longer lists the partitions (TransactionMetadata.prepareComplete clears them): the record
+    # before it (PrepareCommit/PrepareAbort) does
+    ends_here = ((F.col("coordinator_state").isin("PrepareCommit", "PrepareAbort") & names_partition("_tps"))
+                 | (F.col("coordinator_state").isin("CompleteCommit", "CompleteAbort") & names_partition("_prev_tps")))
+    c["marker_maybe_later"] = same_producer & ends_here & (F.col("_coordinator_updated") >= F.col("first_timestamp")) & (
+        F.coalesce(F.col("_read_until"), F.lit(-1)) < F.col("_coordinator_updated"))
+    c["two_phase"] = F.coalesce(F.col("transaction_timeout_ms") == TWO_PHASE_COMMIT_TIMEOUT_MS, F.lit(False))
+    timeout = F.least(F.coalesce(F.col("transaction_timeout_ms"), F.lit(max_timeout_ms)), F.lit(max_timeout_ms))
+    c["young"] = (F.col("as_of_ms") - F.coalesce(F.col("start_timestamp_ms"), F.col("first_timestamp"))) <= timeout
+    c["tps"] = F.transform(F.col("_tps"), lambda tp: F.concat(tp["topic"], F.lit("-"), tp["partition"].cast("string")))
+    c["given"] = F.coalesce(F.col("coordinator_partitions_given"), F.lit(0))
+    c["expected"] = F.col("coordinator_partitions_expected")
+
+
+def _with_closed_elsewhere(o, transactions):
+    """``_closed``: the marker another copy of the partition holds for the same transaction
+    (producer id, first offset); null without one, or when ``transactions`` is None."""
+    from pyspark.sql import functions as F
+
+    if transactions is None:
+        return o.withColumn("_closed", F.lit(None).cast(
             "struct<marker_offset:bigint,log_dir:string,broker_id:int,marker_type:string>"))
+    closed = transactions.where(F.col("state").isin("commit", "abort")).groupBy(
+        "cluster_id", "topic", "partition", "producer_id", "first_offset").agg(
+        F.min(F.struct("marker_offset", "log_dir", "broker_id", "marker_type")).alias("_closed"))
+    return o.join(closed, ["cluster_id", "topic", "partition", "producer_id", "first_offset"], "left")
+
+
+def _derived(c: dict) -> dict:
+    """The conditions built on ``c``'s and the decision's columns (a new dict)."""
+    from pyspark.sql import functions as F
+
+    d = dict(c)
     # behind, not diverged: this copy ends at or before the other's marker (a copy that goes on past that
     # offset without the marker has diverged -- an unclean leader election can leave a real hanging
     # transaction so, beside the old leader's copy with the marker: replica-divergence reports the split)
-    closed_elsewhere = F.coalesce(F.col("log_end_offset") <= F.col("_closed.marker_offset"), F.lit(False))
-    log_end_known = F.coalesce(F.col("log_end_known"), F.lit(True))
-    consulted = has_log & (known | complete)
-    if stopped is not None:
-        o = o.join(F.broadcast(stopped), "cluster_id", "left")
-        moving = ~F.coalesce(F.col("log_dirs_stopped"), F.lit(True))
-    else:
-        moving = F.lit(False)
-    view_short = moving & ~old & (coordinator_behind | marker_maybe_later)
-    verdict = (
-        F.when(~log_end_known | closed_elsewhere, F.lit("undetermined"))
+    d["closed_elsewhere"] = F.coalesce(F.col("log_end_offset") <= F.col("_closed.marker_offset"), F.lit(False))
+    d["log_end_known"] = F.coalesce(F.col("log_end_known"), F.lit(True))
+    d["view_short"] = c["moving"] & ~c["old"] & (c["coordinator_behind"] | c["marker_maybe_later"])
+    # data after its session's marker: with transaction version 2 the next transaction has the marker's
+    # (bumped) epoch, so only an epoch below it is late (ProducerAppendInfo.checkProducerEpoch)
+    after = F.when(F.col("_tv2"), F.col("data_epoch_min") < F.col("prev_marker_epoch")).otherwise(
+        F.col("data_epoch_min") <= F.col("prev_marker_epoch"))
+    d["session_had_marker"] = F.col("prev_marker_epoch").isNotNull() & after
+    d["decided"] = F.col("decision").isNotNull()
+    d["by_coordinator"] = F.col("decision_source") == "coordinator"
+    d["completed"] = F.coalesce(F.col("decision_completed"), F.lit(False))
+    # the partition as read ends before the coordinator completed: its marker may have come after the read,
+    # unless the metadata log shows the partition had no leader then (the marker was dropped)
+    d["marker_after_read"] = c["moving"] & (
+        F.coalesce(F.col("_read_until"), F.lit(-1)) < F.coalesce(F.col("completed_ms"), F.lit(-1))) & ~F.coalesce(
+        F.col("partition_leaderless"), F.lit(False))
+    return d
+
+
+def _verdict(c: dict):
+    """The verdict, first matching arm wins (see the module doc)."""
+    from pyspark.sql import functions as F
+
+    d = _derived(c)
+    known = d["consulted"] & d["known"]
+    decided, completed = d["decided"], d["completed"]
+    return (
+        F.when(~d["log_end_known"] | d["closed_elsewhere"], F.lit("undetermined"))
         # before the age test: the coordinator never times a two-phase-commit transaction out
-        .when(consulted & known & ongoing_here & two_phase, F.lit("two-phase-commit"))
-        .when(consulted & known & (ongoing_here | completing_here) & young, F.lit("in-flight"))
-        .when(consulted & known & view_short, F.lit("undetermined"))
-        .when(consulted & known & session_had_marker, F.lit("late-write"))
-        .when(consulted & known, F.lit("hanging"))
-        .when(consulted, F.lit("unknown-to-coordinator"))
-        .when(old, F.lit("hanging"))
+        .when(known & d["ongoing_here"] & d["two_phase"], F.lit("two-phase-commit"))
+        # decided: the markers are being written, are overdue, were dropped, or came after the read
+        .when(decided & ~completed & d["by_coordinator"] & ~d["decision_old"], F.lit("in-flight"))
+        .when(decided & ~completed & d["decision_old"], F.lit("markers-undelivered"))
+        .when(decided & ~completed, F.lit("undetermined"))
+        .when(decided & d["marker_after_read"], F.lit("undetermined"))
+        .when(decided & (F.col("decision") == "COMMIT"), F.lit("marker-skipped"))
+        .when(decided, F.lit("hanging"))
+        .when(known & d["ongoing_here"] & d["young"], F.lit("in-flight"))
+        .when(known & d["view_short"], F.lit("undetermined"))
+        .when(known & d["session_had_marker"], F.lit("late-write"))
+        .when(F.col("coordinator_moved_past"), F.lit("undetermined"))
+        .when(known, F.lit("hanging"))
+        .when(d["consulted"], F.lit("unknown-to-coordinator"))
+        .when(d["old"], F.lit("hanging"))
         .otherwise(F.lit("undetermined"))
     )
+
+
+def _reason(c: dict):
+    """What the input lacks, for an ``undetermined`` verdict (the arms of :func:`_verdict`)."""
+    from pyspark.sql import functions as F
+
+    d = _derived(c)
     later = F.concat(
         F.lit("the marker may be in what was not given: "),
         F.when(F.col("given_as") == SEGMENT_ALONE, F.lit(
@@ -209,17 +311,16 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
         .otherwise(F.concat(F.lit("the high watermark "), F.col("high_watermark").cast("string"),
                             F.lit(" lies beyond the last given offset "), (F.col("log_end_offset") - 1).cast("string"))))
     no_coordinator = F.when(
-        given == 0, F.lit("no __transaction_state partition of the cluster was given, and it is not older than "
-                          "transaction.max.timeout.ms"),
+        d["given"] == 0, F.lit("no __transaction_state partition of the cluster was given, and it is not older than "
+                               "transaction.max.timeout.ms"),
     ).otherwise(F.concat(
-        F.lit("no record of the given __transaction_state partitions ("), given.cast("string"), F.lit(" of "),
-        F.coalesce(expected.cast("string"), F.lit("?")),
+        F.lit("no record of the given __transaction_state partitions ("), d["given"].cast("string"), F.lit(" of "),
+        F.coalesce(d["expected"].cast("string"), F.lit("?")),
         F.lit(") names the producer, and it is not older than transaction.max.timeout.ms")))
-    read_while_moving = F.concat(
-        F.lit("the log dirs were not all cleanly stopped (a broker may have written while they were read) and "),
-        F.when(coordinator_behind, F.concat(
-            F.lit("the coordinator's __transaction_state partition as read ends before this transaction's first "
-                  "batch: a record written after it was read may list the partition")))
+    not_stopped = F.lit("the log dirs were not all cleanly stopped (a broker may have written while they were read) and ")
+    read_while_moving = F.concat(not_stopped, F.when(d["coordinator_behind"], F.lit(
+        "the coordinator's __transaction_state partition as read ends before this transaction's first "
+        "batch: a record written after it was read may list the partition"))
         .otherwise(F.lit("the coordinator completed the transaction after the newest batch read from this partition: "
                          "its marker may have been written after the partition was read")))
     copy_behind = F.concat(
@@ -228,27 +329,47 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
         "transaction's "), F.coalesce(F.col("_closed.marker_type"), F.lit("?")), F.lit(" marker at offset "),
         F.col("_closed.marker_offset").cast("string"),
         F.lit(": this copy ends before it (a follower not caught up, or a dump taken earlier)"))
-    reason = (F.when(verdict != "undetermined", F.lit(None).cast("string")).when(closed_elsewhere, copy_behind)
-              .when(~log_end_known, later)
-              .when(consulted & known & view_short, read_while_moving).otherwise(no_coordinator))
-    settle = (F.when((verdict == "hanging") & ~consulted, F.lit(AGE_ONLY_CANNOT_RULE_OUT_2PC))
-              .when(verdict != "undetermined", F.lit(None).cast("string"))
-              .when(closed_elsewhere, F.lit("this broker's state online (kafka-transactions.sh describe-producers): a "
-                                           "follower catches up by itself; an earlier dump is superseded by the "
-                                           "copy holding the marker"))
-              .when(~log_end_known, F.lit("scan the whole partition directory"))
-              .when(consulted & known & view_short, F.lit("scan again once the brokers are stopped (or a copy taken "
-                                                         "while they were), or describe the transaction online "
-                                                         "(kafka-transactions.sh describe)"))
-              .otherwise(F.lit("scan with the log dirs holding the cluster's __transaction_state partitions, or with "
-                               "--as-of now if the broker still runs")))
-    return o.withColumns({
-        "age_ms": age,
-        "coordinator_topic_partitions": tps,
-        "coordinator_partitions_in_dump": F.col("coordinator_partitions").cast("int"),
-        "age_only": ~consulted,
-        "verdict": verdict,
-        "undetermined_reason": reason,
-        "settled_by": settle,
-    }).drop("_closed", "_tps", "_prev_tps", "_read_until", "_coordinator_updated", "log_dirs_stopped", "coordinator_read_until_ms",
-            "coordinator_partition", "log_end_known", "high_watermark", "log_end_offset", "later_segments_not_given", "next_not_given_offset")
+    deciding = F.concat(F.lit("the transaction's "), F.col("decision_marker"), F.lit(" shows the coordinator decided "),
+                        F.col("decision"), F.lit(" less than transaction.max.timeout.ms ago: this partition's marker may "
+                                             "still come"))
+    completed_after_read = F.concat(not_stopped, F.lit("the coordinator completed the transaction ("),
+                                    F.col("decision_record"), F.lit(") after the newest batch read from this partition: its "
+                                                                    "marker may have been written after the partition was read"))
+    moved_past = F.concat(
+        F.lit("the coordinator has ended this transaction (its newest record of the producer, "),
+        F.coalesce(F.col("coordinator_state"), F.lit("?")), F.lit(" at epoch "),
+        F.col("coordinator_producer_epoch").cast("string"), F.lit(", is past the data's epoch "),
+        F.col("data_epoch_max").cast("string"), F.lit(": transaction version 2 bumps it at every commit or abort) in a "
+                                                      "record the input no longer holds, so whether it committed is unknown"))
+    return (F.when(d["closed_elsewhere"], copy_behind).when(~d["log_end_known"], later)
+            .when(d["decided"] & ~d["completed"], deciding)
+            .when(d["decided"] & d["marker_after_read"], completed_after_read)
+            .when(d["consulted"] & d["known"] & d["view_short"], read_while_moving)
+            .when(F.col("coordinator_moved_past"), moved_past)
+            .otherwise(no_coordinator))
+
+
+def _settle(c: dict):
+    """What would settle an ``undetermined`` verdict, or tell a two-phase-commit transaction from
+    a ``hanging`` one judged by age alone."""
+    from pyspark.sql import functions as F
+
+    d = _derived(c)
+    again = ("scan again once the brokers are stopped (or a copy taken while they were), or describe the "
+             "transaction online (kafka-transactions.sh describe)")
+    return (F.when((F.col("verdict") == "hanging") & ~d["consulted"], F.lit(AGE_ONLY_CANNOT_RULE_OUT_2PC))
+            .when(F.col("verdict") != "undetermined", F.lit(None).cast("string"))
+            .when(d["closed_elsewhere"], F.lit("this broker's state online (kafka-transactions.sh describe-producers): "
+                                               "a follower catches up by itself; an earlier dump is superseded by the "
+                                               "copy holding the marker"))
+            .when(~d["log_end_known"], F.lit("scan the whole partition directory"))
+            .when(d["decided"] & ~d["completed"], F.lit(
+                "scan again after transaction.max.timeout.ms, or describe the transaction online (kafka-transactions.sh "
+                "describe); never abort it while the coordinator decided COMMIT"))
+            .when(d["decided"] & d["marker_after_read"], F.lit(again))
+            .when(d["consulted"] & d["known"] & d["view_short"], F.lit(again))
+            .when(F.col("coordinator_moved_past"), F.lit(
+                "the markers of this producer id with the next epoch on the transaction's other partitions (give their "
+                "logs), or the coordinator broker's log; an abort tears the transaction if it committed"))
+            .otherwise(F.lit("scan with the log dirs holding the cluster's __transaction_state partitions, or with "
+                             "--as-of now if the broker still runs")))

@@ -235,11 +235,15 @@ class ProducerStateManager:
         return high_watermark
 
 
-def effective_high_watermark(checkpoint: int | None, log_end_offset: int) -> int:
+def effective_high_watermark(checkpoint: int | None, log_end_offset: int, log_dir_stopped: bool = True) -> int:
     """The high watermark the model counts with: the checkpointed one (``replication-offset-checkpoint``)
-    capped at the log end, the log end when there is none (:func:`load_replica`; the Spark form is
-    ``hw`` of :func:`auditor.model.producer_state.spark.last_stable_offsets`)."""
-    return log_end_offset if checkpoint is None else min(checkpoint, log_end_offset)
+    capped at the log end, the log end when there is none, or when the log dir was not cleanly stopped
+    (the checkpoint lags the log there: a lower bound; :func:`auditor.model.moving.stopped_log_dirs`)
+    (:func:`load_replica`; the Spark form is ``hw`` of
+    :func:`auditor.model.producer_state.spark.last_stable_offsets`)."""
+    if checkpoint is None or not log_dir_stopped:
+        return log_end_offset
+    return min(checkpoint, log_end_offset)
 
 
 def log_start_offset(checkpoint: int | None, first_segment_base_offset: int | None) -> int:

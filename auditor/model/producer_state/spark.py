@@ -131,7 +131,7 @@ def transactions(pb, key=REPLICA):
     ``currentTxnFirstOffset`` is. A marker with no data before it is a
     ``marker-only`` row (the cleaner removed the data, or a coordinator's marker
     for a partition the producer never wrote). The previous transaction's marker
-    is alongside (``prev_*``). Grouping is a running count of markers: one sort
+    is alongside (``prev_*``: its epoch, offset, type, timestamp and the last coordinator epoch). Grouping is a running count of markers: one sort
     of the transactional batches, then a hash aggregate. ``key``: as for :func:`sequence_breaks`."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -175,6 +175,8 @@ def transactions(pb, key=REPLICA):
     return (
         t.withColumn("prev_marker_epoch", F.lag("marker_epoch").over(g))
         .withColumn("prev_marker_offset", F.lag("marker_offset").over(g))
+        .withColumn("prev_marker_type", F.lag("marker_type").over(g))
+        .withColumn("prev_marker_timestamp", F.lag("marker_timestamp").over(g))
         .withColumn("prev_coordinator_epoch", F.last("coordinator_epoch", ignorenulls=True).over(before))
     )
 
@@ -187,14 +189,19 @@ def unstable_at(txns, offset_col):
     return (F.col("first_offset") < offset_col) & (F.col("marker_offset").isNull() | (F.col("marker_offset") >= offset_col))
 
 
-def last_stable_offsets(txns, partitions):
+def last_stable_offsets(txns, partitions, stopped_log_dirs=None):
     """Per replica of ``partitions`` (columns: the replica key, ``high_watermark``,
     ``log_end_offset``, ``log_start_offset``): the first unstable offset and the
     last stable offset the broker has after loading the replica, and the open
     transaction that pins it.
 
     ``hw`` is the high watermark (``replication-offset-checkpoint``; the log end
-    when absent, capped by it). The first unstable offset is the first offset of
+    when absent, capped by it). In a log dir that was not cleanly stopped
+    (``stopped_log_dirs``: :func:`auditor.model.moving.stopped_log_dirs`, None or no
+    row: stopped) the checkpoint lags the log, so its entry is only a lower bound:
+    ``hw`` is then the log end, and a transaction the log holds pins the LSO
+    (``hw_checkpoint`` keeps the checkpoint's entry, ``hw_lower_bound`` says so;
+    :func:`auditor.model.producer_state.reference.effective_high_watermark`). The first unstable offset is the first offset of
     the earliest open transaction, never below the log start; the LSO is that
     offset if below ``hw``, else ``hw`` (``UnifiedLog.lastStableOffset``).
     Completed transactions whose marker is not yet below the high watermark
@@ -211,7 +218,17 @@ def last_stable_offsets(txns, partitions):
     when none is open."""
     from pyspark.sql import functions as F
 
-    p = partitions.withColumn("hw", F.least(F.coalesce("high_watermark", "log_end_offset"), F.col("log_end_offset")))
+    p = partitions
+    if stopped_log_dirs is not None:
+        p = p.join(F.broadcast(stopped_log_dirs), ["cluster_id", "log_dir"], "left")
+        moved = ~F.coalesce(F.col("log_dir_stopped"), F.lit(True))
+    else:
+        moved = F.lit(False)
+    checkpoint = F.least(F.coalesce("high_watermark", "log_end_offset"), F.col("log_end_offset"))
+    p = p.withColumns({"hw_checkpoint": checkpoint, "hw_lower_bound": moved & F.col("high_watermark").isNotNull(),
+                       "hw": F.when(moved, F.col("log_end_offset")).otherwise(checkpoint)})
+    if stopped_log_dirs is not None:
+        p = p.drop("log_dir_stopped")
     agg = txns.where("state = 'open'").groupBy(*REPLICA).agg(
         F.count(F.lit(1)).alias("open_transactions"),
         F.min(F.struct("first_offset", "producer_id", F.col("data_epoch_max").alias("producer_epoch"),
