@@ -23,6 +23,13 @@ of the transaction (``__transaction_state``):
   and cannot reach the partition's leader. Error, no abort command: the fix is
   the leader (or a coordinator move), and an abort where the coordinator decided
   COMMIT tears the transaction. Younger than the timeout it is ``in-flight``;
+* ``closed-after-the-copy`` — the log dirs were read while the brokers ran:
+  the coordinator's records in the input complete the transaction's own
+  decision after the newest batch read from the partition, and the metadata log
+  shows the partition had a leader then. The coordinator writes ``Complete*``
+  only once every marker is written (or dropped for a partition without a
+  leader: ``TransactionMarkerChannelManager``), so the marker was written after
+  the segment was read. Info;
 * ``marker-skipped`` — the coordinator committed the transaction and wrote
   ``CompleteCommit`` without this partition's marker: it drops markers for
   partitions without a leader (``addTxnMarkersToBrokerQueue``, "likely deleted
@@ -95,7 +102,10 @@ from auditor.rules._common import ABORT, COORDINATOR_EPOCH
 EVIDENCE = (
     Evidence("age_only", "boolean", "true when no coordinator record could be consulted for the producer"),
     Evidence("coordinator_partitions_in_dump", "int", "how many __transaction_state partitions the dump holds records of"),
-    Evidence("coordinator_state", "string", "state of the transactional id's latest coordinator record"),
+    Evidence("coordinator_state", "string", "state of the coordinator's record of this transaction: its decision's "
+                                            "newest record, else the newest of its producer id and epoch (null: none)"),
+    Evidence("coordinator_record", "string", "that record (partition, offset, producer, epoch), or that the input has "
+                                             "none, with the transactional id's newest record where it is another"),
     Evidence("coordinator_topic_partitions", "array<string>", "partitions that record lists in the transaction"),
     Evidence("transaction_timeout_ms", "int", "the transaction's timeout in that record"),
     Evidence("data_batches", "bigint", "transactional data batches of the open transaction"),
@@ -110,6 +120,8 @@ EVIDENCE = (
     Evidence("decision_record", "string", "the coordinator's Prepare* record of that decision (and the record after it)"),
     Evidence("decision_marker", "string", "transaction version 2: this transaction's marker on another partition"),
     Evidence("partition_leader", "int", "the partition's leader as the metadata log last records it (-1: none)"),
+    Evidence("partition_leader_then", "int", "the partition's leader when the coordinator completed the transaction "
+                                             "(the metadata log; -1: none)"),
     Evidence("partition_leaderless", "boolean", "the metadata log shows the partition without a leader when the "
                                                 "coordinator completed the transaction"),
     Evidence("undetermined_reason", "string", "what the input lacks to classify the transaction (undetermined only)"),
@@ -181,8 +193,15 @@ KINDS = {
         "without this partition's marker[[ ({decision_record})]][[{partition_leaderless:if}; the partition had no "
         "leader then (TransactionMarkerChannelManager drops markers for partitions without a leader, KAFKA-5202)]]: "
         "the rest of the transaction is committed", advice=_SKIPPED),
-    "hanging": Kind("error", "hanging transaction " + _WHERE + ": [[the coordinator's state is {coordinator_state}, "
-                    "without this partition in an unexpired transaction]][[{age_only:if}older than "
+    "closed-after-the-copy": Kind(
+        "info", "transaction closed after the copy " + _WHERE + ": the coordinator completed it ({decision_record}) "
+        "after the newest batch read from this partition, which had a leader then[[ (broker {partition_leader_then})]]: "
+        "its {decision} marker was written after the segment was read (the coordinator writes Complete* only once "
+        "every marker is written)",
+        advice="no action: a copy taken later, or the broker online (kafka-transactions.sh describe-producers), shows "
+               "the marker"),
+    "hanging": Kind("error", "hanging transaction " + _WHERE + ": [[the coordinator's record of it: {coordinator_record}; "
+                    "this partition is in no unexpired transaction]][[{age_only:if}older than "
                     "transaction.max.timeout.ms, so a live coordinator would have aborted it, unless it is a two-phase-commit "
                     "transaction (KIP-939), which the coordinator never times out; the input lacks {settled_by}]]",
                     ABORT, _FIND_CLIENT),
@@ -213,7 +232,8 @@ def run(ctx):
             EVIDENCE,
             age_only=F.col("age_only"),
             coordinator_partitions_in_dump=F.col("coordinator_partitions_in_dump"),
-            coordinator_state=F.col("coordinator_state"),
+            coordinator_state=F.col("transaction_coordinator_state"),
+            coordinator_record=F.col("coordinator_record"),
             coordinator_topic_partitions=F.col("coordinator_topic_partitions"),
             transaction_timeout_ms=F.col("transaction_timeout_ms"),
             data_batches=F.col("data_batches"),
@@ -226,6 +246,7 @@ def run(ctx):
             decision_record=F.col("decision_record"),
             decision_marker=F.col("decision_marker"),
             partition_leader=F.col("partition_leader"),
+            partition_leader_then=F.col("partition_leader_then"),
             partition_leaderless=F.col("partition_leaderless"),
             undetermined_reason=F.col("undetermined_reason"),
             settled_by=F.col("settled_by"),

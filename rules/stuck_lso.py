@@ -15,6 +15,10 @@ bound and the pin is judged against what the log holds):
   coordinator has it Ongoing with a transaction timeout of
   ``Integer.MAX_VALUE`` and never times it out): the LSO is pinned by design
   until the external transaction coordinator commits or aborts it;
+* ``closed-after-the-copy`` — the log dirs were read while the brokers ran and
+  the coordinator completed the pinning transaction after the partition was
+  read (``hanging-transaction``'s kind of the same name): pinned in the copy
+  only;
 * ``markers-undelivered`` / ``marker-skipped`` — the coordinator decided the
   pinning transaction and its marker for this partition is overdue, or was
   dropped with the transaction committed (``hanging-transaction``'s kinds of
@@ -88,6 +92,11 @@ KINDS = {
                          "{undetermined_reason}",
                          advice="not an all-clear: the hanging-transaction finding on the same offset says what would "
                                 "settle it; abort the transaction only once it proves hanging"),
+    "closed-after-the-copy": Kind(
+        "info", _MESSAGE + " (in the copy only: the coordinator completed the pinning transaction after this "
+        "partition was read, so its marker, and the LSO with it, moved on after the copy)",
+        advice="no action (hanging-transaction's closed-after-the-copy finding on the same offset names the "
+               "coordinator's record)"),
     "markers-undelivered": Kind(
         "error", _MESSAGE + " (the coordinator decided the pinning transaction and cannot deliver this partition's "
         "marker: the LSO moves when the partition's leader is back)",
@@ -137,8 +146,8 @@ def run(ctx):
     pin = join_replica(pin, v, "left", on=["producer_id", "first_offset"])
     lag_ms = F.col("max_timestamp") - F.col("first_timestamp")
     kind = (F.when(F.col("verdict") == "in-flight", F.lit("open"))
-            .when(F.col("verdict").isin("undetermined", "two-phase-commit", "markers-undelivered", "marker-skipped"),
-                  F.col("verdict"))
+            .when(F.col("verdict").isin("undetermined", "two-phase-commit", "markers-undelivered", "marker-skipped",
+                                        "closed-after-the-copy"), F.col("verdict"))
             .otherwise(F.lit("stuck")))
     return pin.select(
         *REPLICA,

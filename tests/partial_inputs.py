@@ -186,7 +186,8 @@ def disagreements(findings: list[dict]) -> list[str]:
                for f in findings if f["rule"] == "hanging-transaction"}
     expect = {"open": {"in-flight"}, "undetermined": {"undetermined"}, "two-phase-commit": {"two-phase-commit"},
               "stuck": {"hanging", "late-write", "unknown-to-coordinator"},
-              "markers-undelivered": {"markers-undelivered"}, "marker-skipped": {"marker-skipped"}}
+              "markers-undelivered": {"markers-undelivered"}, "marker-skipped": {"marker-skipped"},
+              "closed-after-the-copy": {"closed-after-the-copy"}}
     for s in (f for f in findings if f["rule"] == "stuck-lso"):
         h = hanging.get((s["cluster_id"], s.get("broker_id"), s["topic"], s["partition"], s["first_offset"]))
         if h is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -67,6 +68,16 @@ EXPLAINED = {
 # segment read mid-append, its last entry's header not all written yet (CI at 9a1045b: "[batches] 14 trailing
 # bytes, too few for an entry header" on kv-0's active segment)
 MOVING_FILE_PROBLEMS = ("No such file", "truncated", "cut off", "shrank", "vanished", "changed", "trailing bytes")
+
+# copies of the live log dir (cp -a / rsync -a while the broker writes), kept for a later re-scan: those of
+# the last run, with copies.json (each copy's --as-of and the broker's transaction.max.timeout.ms)
+COPIES = Path(os.environ.get("TXN_AUDIT_RB_COPIES", "/tmp/rb-copies"))
+COPY_AT = (0.1, 0.2, 0.3)  # the copies before the unclean kill, as fractions of SECONDS (before KILL_AT)
+# the rules that judge an open transaction, and the coordinator's records that decide and end one
+PINNING_RULES = ("hanging-transaction", "stuck-lso")
+PREPARE = ("PrepareCommit", "PrepareAbort")
+COMPLETE = ("CompleteCommit", "CompleteAbort")
+LOUD = ("warning", "error", "critical")
 
 
 class _Producers(threading.Thread):
@@ -181,6 +192,138 @@ _READERS = textwrap.dedent("""
 """)
 
 
+def _copy_log_dir(src: Path, dst: Path) -> dict:
+    """``src`` copied to ``dst`` file by file while the broker writes, as ``cp -a`` / ``rsync -a`` users
+    take it (``shutil.copytree``, symlinks kept): each file is a prefix taken at its own moment. A file
+    listed but gone before it was opened (a segment deleted by retention, a ``.cleaned``/``.swap``
+    file renamed) is skipped and recorded, as ``cp`` reports "No such file" and goes on; a file
+    unlinked while open is copied whole (the open descriptor still reads it). ``as_of_ms``: the wall
+    clock when the copy finished, the instant a user audits it at (``--as-of``)."""
+    vanished: list[str] = []
+
+    def copy(s: str, d: str) -> str:
+        try:
+            return shutil.copy2(s, d)
+        except FileNotFoundError:
+            vanished.append(os.path.relpath(s, src))
+            return d
+
+    started = time.time()
+    try:
+        shutil.copytree(src, dst, symlinks=True, copy_function=copy)
+    except shutil.Error as e:  # copytree collects what failed (a directory gone mid-copy) and raises at the end
+        if any("No such file" not in str(why) for _s, _d, why in e.args[0]):
+            raise
+        vanished += [os.path.relpath(s, src) for s, _d, _why in e.args[0]]
+    done = time.time()
+    return {"path": str(dst), "as_of_ms": int(done * 1000), "took_ms": int((done - started) * 1000),
+            "vanished": vanished}
+
+
+class _Copier(threading.Thread):
+    """Copies of the broker's live log dir (:func:`_copy_log_dir`) while the producers run: at
+    ``COPY_AT`` fractions of SECONDS (before the unclean kill, which waits for them: ``before_kill``),
+    and once after the restart, when the restarted broker has ended a few transactions again. Each
+    copy (``copies``) is a dict: name, phase (``before-kill`` / ``after-restart``), path, as_of_ms,
+    took_ms, vanished. An exception ends the thread and is kept in ``error``, for a test to show."""
+
+    def __init__(self, broker: KafkaBroker, producers: _Producers, restarted: threading.Event, t0: float) -> None:
+        super().__init__(daemon=True)
+        self.broker, self.producers, self.restarted, self.t0 = broker, producers, restarted, t0
+        self.copies: list[dict] = []
+        self.before_kill = threading.Event()
+        self.error: BaseException | None = None
+
+    def _take(self, phase: str) -> None:
+        name = f"copy-{len(self.copies) + 1}"
+        self.copies.append({"name": name, "phase": phase, **_copy_log_dir(self.broker.log_dir, COPIES / name)})
+
+    def run(self) -> None:
+        try:
+            for at in COPY_AT:
+                time.sleep(max(0.0, self.t0 + at * SECONDS - time.monotonic()))
+                self._take("before-kill")
+            self.before_kill.set()
+            if not self.restarted.wait(6 * SECONDS):
+                return
+            p = self.producers  # the restarted broker in use again: transactions end after the restart
+            ended = p.commits + p.aborts
+            with p.ended:
+                p.ended.wait_for(lambda: p.commits + p.aborts >= ended + 3, timeout=60)
+            self._take("after-restart")
+        except BaseException as e:  # noqa: BLE001 - shown by test_copies_were_taken
+            self.error = e
+        finally:
+            self.before_kill.set()
+
+
+def _fresh_copies_dir() -> None:
+    """``COPIES`` holds the copies of one run (the last): the previous run's copies and manifest go."""
+    COPIES.mkdir(parents=True, exist_ok=True)
+    for old in COPIES.glob("copy-*"):
+        shutil.rmtree(old, ignore_errors=True)
+    (COPIES / "copies.json").unlink(missing_ok=True)
+
+
+def _broker_setting(broker: KafkaBroker, name: str, default: int) -> int:
+    """A setting as the broker runs with it (its server.properties, overrides included), else Kafka's
+    default: the copies are audited with the broker's own ``transaction.max.timeout.ms``."""
+    for line in broker.properties_file.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == name:
+            return int(value.strip())
+    return default
+
+
+def _save_manifest(copier: _Copier, max_timeout_ms: int) -> dict:
+    """``COPIES/copies.json``: what a re-scan of the copies needs (each one's ``--as-of``, the broker's
+    ``transaction.max.timeout.ms``); returned as the fixture's ``copies``."""
+    manifest = {"transaction_max_timeout_ms": max_timeout_ms, "copies": list(copier.copies)}
+    (COPIES / "copies.json").write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+def _main_phase(broker: KafkaBroker, producers: _Producers, work: Path, readers: subprocess.Popen,
+                dumps: list[dict]) -> tuple[threading.Event, "_Copier", float]:
+    """The readers' time on the moving log: ``dump`` over and over in this process, the unclean
+    restart at ``KILL_AT`` of SECONDS, and the copies of the live log dir (:class:`_Copier`) -- until
+    SECONDS have passed, the restart is done, every copy is taken and scan and batch ran at least twice
+    each (at most 6 x SECONDS). The kill waits for the copies due before it: a copy taken half before
+    and half after the kill would be neither a copy of the running broker nor of the restarted one.
+    Returns the restart's event, the copier and the (monotonic) start."""
+    t0 = time.monotonic()
+    restarted = threading.Event()
+    copier = _Copier(broker, producers, restarted, t0)
+
+    def unclean_restart() -> None:  # while the readers read: no final snapshots or checkpoints
+        time.sleep(KILL_AT * SECONDS)
+        copier.before_kill.wait(2 * SECONDS)
+        broker.kill()
+        broker.start()
+        restarted.set()
+
+    chaos = threading.Thread(target=unclean_restart, daemon=True)
+    chaos.start()
+    copier.start()
+
+    def reader_runs() -> list:
+        try:
+            return json.loads((work / "runs.json").read_text())["runs"]
+        except (OSError, ValueError):
+            return []
+
+    while (time.monotonic() - t0 < SECONDS or not restarted.is_set() or len(reader_runs()) < 4
+           or copier.is_alive()) and time.monotonic() - t0 < 6 * SECONDS and readers.poll() is None:
+        run = _dump(broker.log_dir)
+        run["at"] = round(time.monotonic() - t0, 1)
+        dumps.append(run)
+        time.sleep(1)
+    (work / "stop-readers").touch()
+    chaos.join()
+    copier.join(60)
+    return restarted, copier, t0
+
+
 @pytest.fixture(scope="module")
 def moving(tmp_path_factory):
     import logging
@@ -194,6 +337,7 @@ def moving(tmp_path_factory):
     broker = KafkaBroker(NEWEST, work / "broker", BROKER)
     dumps: list[dict] = []
     readers = None
+    _fresh_copies_dir()
     try:
         broker.start()
         admin = AdminClient({"bootstrap.servers": broker.bootstrap, "logger": log})
@@ -215,33 +359,7 @@ def moving(tmp_path_factory):
         with open(work / "readers.err", "wb") as err:
             readers = subprocess.Popen([sys.executable, "-c", _READERS, str(broker.log_dir), str(work)], cwd=PROJECT,
                                        env=env, stdout=subprocess.DEVNULL, stderr=err)
-        t0 = time.monotonic()
-        restarted = threading.Event()
-
-        def unclean_restart() -> None:  # while the readers read: no final snapshots or checkpoints
-            time.sleep(KILL_AT * SECONDS)
-            broker.kill()
-            broker.start()
-            restarted.set()
-
-        chaos = threading.Thread(target=unclean_restart, daemon=True)
-        chaos.start()
-
-        def reader_runs() -> list:
-            try:
-                return json.loads((work / "runs.json").read_text())["runs"]
-            except (OSError, ValueError):
-                return []
-
-        # until SECONDS have passed, the restart is done, and scan and batch ran at least twice each
-        while (time.monotonic() - t0 < SECONDS or not restarted.is_set() or len(reader_runs()) < 4) \
-                and time.monotonic() - t0 < 6 * SECONDS and readers.poll() is None:
-            run = _dump(broker.log_dir)
-            run["at"] = round(time.monotonic() - t0, 1)
-            dumps.append(run)
-            time.sleep(1)
-        (work / "stop-readers").touch()
-        chaos.join()
+        restarted, copier, t0 = _main_phase(broker, producers, work, readers, dumps)
         producers.stop.set()
         producers.join(60)
         alive_at_stop = broker.proc is not None and broker.proc.poll() is None
@@ -250,13 +368,15 @@ def moving(tmp_path_factory):
         readers.wait(timeout=600)
         got = json.loads((work / "runs.json").read_text())
         runs = dumps + got["runs"]
-        print(f"\nrunning broker: {len(dumps)} dumps, {len(got['runs'])} scans/batches over "
-              f"{time.monotonic() - t0:.0f} s, {producers.commits} commits, {producers.aborts} aborts, "
-              f"{producers.errors} producer errors (restart); work in {work}")
+        copies = _save_manifest(copier, _broker_setting(broker, "transaction.max.timeout.ms", 900_000))
+        print(f"\nrunning broker: {len(dumps)} dumps, {len(got['runs'])} scans/batches, {len(copies['copies'])} "
+              f"copies over {time.monotonic() - t0:.0f} s, {producers.commits} commits, {producers.aborts} aborts, "
+              f"{producers.errors} producer errors (restart); work in {work}, copies in {COPIES}")
         yield {"runs": runs, "final": got["final"], "producers": producers, "killed": restarted.is_set(),
                "alive_at_stop": alive_at_stop,
                "clean_shutdown_file": (broker.log_dir / ".kafka_cleanshutdown").exists(),
-               "readers_code": readers.returncode, "readers_err": (work / "readers.err").read_text()[-3000:]}
+               "readers_code": readers.returncode, "readers_err": (work / "readers.err").read_text()[-3000:],
+               "copies": copies, "copier_error": copier.error}
     finally:
         if readers is not None and readers.poll() is None:
             readers.kill()
@@ -314,3 +434,143 @@ def test_after_a_clean_stop_nothing_at_warning_or_above(moving):
     loud = [(f["rule"], f["kind"], f.get("message")) for f in final["findings"]
             if f["severity"] in ("warning", "error", "critical")]
     assert not loud, loud
+
+
+# -- copies of the running broker, audited later with --as-of the copy's time --------------------------
+
+
+def _coordinator_records(tables: Path) -> dict[str, list[dict]]:
+    """The copy's ``__transaction_state`` records (its ``transaction_log`` table, read with pyarrow, not
+    through the model under test) per transactional id, in log order."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    path = tables / "transaction_log"
+    if not path.exists():
+        return {}
+    cols = ["partition", "offset", "transactional_id", "producer_id", "producer_epoch", "state", "topic_partitions",
+            "last_update_timestamp_ms", "timestamp"]
+    rows = ds.dataset(str(path)).to_table(columns=cols, filter=pc.field("record_type") == "transaction").to_pylist()
+    by_id: dict[str, list[dict]] = {}
+    for r in sorted(rows, key=lambda r: (r["partition"], r["offset"])):
+        by_id.setdefault(r["transactional_id"], []).append(r)
+    return by_id
+
+
+def _completion(records: dict[str, list[dict]], f: dict) -> str | None:
+    """The copy's own record that completes the open transaction of finding ``f``, described, or None:
+    a CompleteCommit/CompleteAbort of its producer id whose preceding Prepare* record of the same
+    transactional id lists the partition with an epoch at or above the data's, and was written after
+    the data's first batch. That last condition is why this is not just "a later Complete*": a
+    transaction.version 1 producer (librdkafka) keeps its epoch across transactions, so the previous
+    transaction's Prepare* lists the same partitions with the same epoch; it was written before the
+    next transaction's data was produced (commit_transaction returns after it), the data's own after
+    (linger.ms 5)."""
+    tp = {"topic": f["topic"], "partition": f["partition"]}
+    for tid, seq in records.items():
+        prepare = None
+        for r in seq:
+            if r["state"] in PREPARE:
+                prepare = r
+            elif (r["state"] in COMPLETE and prepare is not None and r["producer_id"] == f["producer_id"]
+                  and tp in (prepare["topic_partitions"] or []) and prepare["producer_epoch"] >= f["producer_epoch"]
+                  and (prepare["last_update_timestamp_ms"] or prepare["timestamp"]) > f["first_timestamp"]):
+                return (f"{tid}: {prepare['state']} epoch {prepare['producer_epoch']} at offset {prepare['offset']}, "
+                        f"{r['state']} at offset {r['offset']} of __transaction_state-{r['partition']}")
+    return None
+
+
+def _hanging_kinds(findings: list[dict]) -> dict:
+    """hanging-transaction findings of one copy by kind: in-flight, closed-after-the-copy, each
+    undetermined one's reason, and any other kind counted (what the report to the rule's author
+    gives, before and after the model change)."""
+    out: dict = {"in-flight": 0, "closed-after-the-copy": 0, "undetermined": [], "other": {}}
+    for f in findings:
+        if f["rule"] != "hanging-transaction":
+            continue
+        if f["kind"] in ("in-flight", "closed-after-the-copy"):
+            out[f["kind"]] += 1
+        elif f["kind"] == "undetermined":
+            out["undetermined"].append(f["evidence"].get("undetermined_reason"))
+        else:
+            out["other"][f["kind"]] = out["other"].get(f["kind"], 0) + 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def copy_audits(moving, spark, tmp_path_factory) -> list[dict]:
+    """Each copy ingested and audited in-process on the shared Spark session, as a user audits a copy:
+    ``as_of_ms`` the copy's time, the broker's own ``transaction.max.timeout.ms``. Per copy: its
+    manifest entry, ``findings``, ``coordinator`` (:func:`_coordinator_records`), ``took_s``."""
+    from auditor.engine.context import AuditOptions
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
+
+    root = tmp_path_factory.mktemp("copy-tables")
+    max_timeout_ms = moving["copies"]["transaction_max_timeout_ms"]
+    audits = []
+    for c in moving["copies"]["copies"]:
+        t0 = time.monotonic()
+        tables = root / c["name"]
+        ingest(spark, [c["path"]], str(tables))
+        options = AuditOptions(as_of_ms=c["as_of_ms"], transaction_max_timeout_ms=max_timeout_ms)
+        findings = audit(spark, str(tables), options=options).findings
+        audits.append({**c, "findings": findings, "coordinator": _coordinator_records(tables),
+                       "took_s": round(time.monotonic() - t0, 1)})
+    for a in audits:
+        completed = [f for f in a["findings"] if f["rule"] == "hanging-transaction"
+                     and _completion(a["coordinator"], f) is not None]
+        print(f"\n{a['name']} ({a['phase']}, as of {a['as_of_ms']}, copied in {a['took_ms']} ms, "
+              f"{len(a['vanished'])} files vanished mid-copy, scanned in {a['took_s']} s): hanging-transaction "
+              f"{json.dumps(_hanging_kinds(a['findings']))}; open transactions the copy's coordinator completed: "
+              f"{len(completed)}")
+    return audits
+
+
+def test_copies_were_taken_while_the_producers_ran(moving):
+    """The premise of the copy tests: copies before the unclean kill and after the restart, each a log
+    dir not cleanly stopped (no ``.kafka_cleanshutdown``: the broker was running) with the data and
+    coordinator partitions in it."""
+    assert moving["copier_error"] is None, repr(moving["copier_error"])
+    copies = moving["copies"]["copies"]
+    phases = [c["phase"] for c in copies]
+    assert phases.count("before-kill") >= 3 and phases.count("after-restart") >= 1, phases
+    for c in copies:
+        path = Path(c["path"])
+        assert not (path / ".kafka_cleanshutdown").exists(), c["name"]
+        assert (path / "meta.properties").exists() and list(path.glob("__transaction_state-*")), c["name"]
+        assert all((path / f"{t}-{p}").is_dir() for t in TOPICS for p in (0, 1)), c["name"]
+
+
+@pytest.mark.spark
+def test_a_copy_of_a_running_broker_has_nothing_critical_or_error(copy_audits):
+    loud = [(a["name"], f["rule"], f["kind"], f["severity"], f.get("message")) for a in copy_audits
+            for f in a["findings"] if f["severity"] in ("critical", "error")]
+    assert not loud, loud
+
+
+@pytest.mark.spark
+def test_a_transaction_the_copys_coordinator_completed_is_not_reported_at_warning(copy_audits):
+    """The data partition was copied before its marker landed, ``__transaction_state`` a moment later
+    with the transaction decided and completed: the copy itself shows it closed after the copy. Not
+    a warning (nor worse) of hanging-transaction or stuck-lso."""
+    bad = []
+    for a in copy_audits:
+        for f in a["findings"]:
+            if f["rule"] not in PINNING_RULES or f["severity"] not in LOUD:
+                continue
+            done = _completion(a["coordinator"], f)
+            if done is not None:
+                bad.append(f"{a['name']} ({a['phase']}): {f['rule']} {f['kind']} ({f['severity']}) on "
+                           f"{f['topic']}-{f['partition']} from {f['first_offset']} (producer {f['producer_id']}/"
+                           f"{f['producer_epoch']}), completed by {done}; reason: "
+                           f"{f['evidence'].get('undetermined_reason')}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.spark
+def test_stuck_lso_agrees_with_hanging_transaction_on_every_copy(copy_audits):
+    from partial_inputs import disagreements
+
+    for a in copy_audits:
+        assert disagreements(a["findings"]) == [], a["name"]

@@ -47,7 +47,8 @@ from auditor.model.replica_key import REPLICA
 OPEN_KEY = [*REPLICA, "producer_id", "first_offset"]
 DECISION_COLUMNS = ("transaction_version", "decision", "decision_source", "decision_state", "decision_record",
                     "decision_epoch", "decision_ms", "decision_completed", "completed_ms", "decision_marker",
-                    "partition_leader", "partition_leaderless", "coordinator_moved_past")
+                    "partition_leader", "partition_leader_then", "partition_leaderless", "coordinator_moved_past",
+                    "coordinator_record", "transaction_coordinator_state")
 PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
 
 
@@ -127,10 +128,53 @@ def _coordinator_decision(o, history):
                     "_d_coordinator_partition", "_d_next_state", "_d_next_ms", "_d_next_offset")
 
 
+def _own_record(o, history):
+    """Per open transaction: the newest coordinator record of its own producer id and data epoch
+    (``_own`` struct: offset, coordinator partition, state), whatever the id did after it -- the
+    record the transaction's evidence quotes rather than the id's newest, which may be another
+    transaction's (an earlier epoch in a copy whose coordinator log was read first, a later one
+    after a fence)."""
+    from pyspark.sql import functions as F
+
+    recs = history.select("cluster_id", "transactional_id", F.col("producer_id").alias("_r_pid"),
+                          F.col("producer_epoch").alias("_r_epoch"), F.col("offset").alias("offset"),
+                          F.col("partition").alias("coordinator_partition"), F.col("state_label").alias("state"))
+    k = o.select(*OPEN_KEY, "transactional_id", "data_epoch_max").where("transactional_id IS NOT NULL")
+    j = k.join(recs, ["cluster_id", "transactional_id"]).where(
+        (F.col("_r_pid") == F.col("producer_id")) & (F.col("_r_epoch") == F.col("data_epoch_max")))
+    return j.groupBy(*OPEN_KEY).agg(F.max(F.struct("offset", "coordinator_partition", "state")).alias("_own"))
+
+
+def _coordinator_record_words(has_history: bool):
+    """``coordinator_record``: words for the coordinator's record of the transaction itself (its
+    decision, else :func:`_own_record`), or that there is none, with the id's newest record
+    (``coordinator_state``/``coordinator_producer_*``/``_latest_offset`` of the caller) beside it."""
+    from pyspark.sql import functions as F
+
+    newest = F.when(F.col("coordinator_state").isNotNull(), F.concat(
+        F.lit("the id's newest: "), F.col("coordinator_state"), F.lit(" at offset "), F.col("_latest_offset").cast("string"),
+        F.lit(" (producer "), F.col("coordinator_producer_id").cast("string"), F.lit(", epoch "),
+        F.col("coordinator_producer_epoch").cast("string"), F.lit(")")))
+    if not has_history:
+        return F.lit(None).cast("string")
+    own = F.concat(F.col("_own.state"), F.lit(" at __transaction_state-"), F.col("_own.coordinator_partition").cast("string"),
+                   F.lit(" offset "), F.col("_own.offset").cast("string"), F.lit(" (producer "),
+                   F.col("producer_id").cast("string"), F.lit(", epoch "), F.col("data_epoch_max").cast("string"),
+                   F.lit(")"), F.when(F.col("_own.offset") != F.col("_latest_offset"),
+                                      F.concat(F.lit("; "), newest)).otherwise(F.lit("")))
+    none = F.concat(F.lit("none of producer "), F.col("producer_id").cast("string"), F.lit(" epoch "),
+                    F.col("data_epoch_max").cast("string"), F.coalesce(F.concat(F.lit("; "), newest), F.lit("")))
+    return (F.when(F.col("transactional_id").isNull(), F.lit(None).cast("string"))
+            .when(F.col("_d_outcome").isNotNull(), F.col("decision_record"))
+            .when(F.col("_own").isNotNull(), own).otherwise(none))
+
+
 def _leaders(o, leaders):
     """Per decided open transaction: ``partition_leader`` (the newest leader the metadata log
-    records for the partition) and ``partition_leaderless`` (no leader, -1, when the coordinator
-    completed the transaction, or at some time between its decision and its completion)."""
+    records for the partition), ``partition_leader_then`` (its leader when the coordinator completed
+    the transaction: null when the log holds no record of the partition from before) and
+    ``partition_leaderless`` (no leader, -1, then, or at some time between the decision and the
+    completion)."""
     from pyspark.sql import functions as F
 
     k = o.where("decision IS NOT NULL").select(*OPEN_KEY, "decision_ms", "completed_ms")
@@ -142,6 +186,7 @@ def _leaders(o, leaders):
     a = j.groupBy(*OPEN_KEY).agg(F.max(F.struct("_l_offset", "leader")).alias("_now"),
                                  F.max(at_completion).alias("_then"), F.max(between.cast("int")).alias("_between"))
     return a.select(*OPEN_KEY, F.col("_now.leader").alias("partition_leader"),
+                    F.col("_then.leader").alias("partition_leader_then"),
                     ((F.col("_then.leader") == -1) | (F.col("_between") == 1)).alias("partition_leaderless"))
 
 
@@ -161,6 +206,10 @@ def with_decisions(o, *, transactions, history=None, leaders=None):
     * ``decision_marker`` -- words for that other partition's marker, when there is one;
     * ``partition_leader``, ``partition_leaderless`` (``leaders``: :func:`partition_leaders`,
       None without a metadata log);
+    * ``coordinator_record`` -- words for the coordinator's record of this transaction (its decision,
+      else the newest record of its own producer id and epoch; "none of ..." when the input has
+      none), with the id's newest record where that is another; ``transaction_coordinator_state``
+      -- that record's state (the decision's newest: ``Complete*`` once completed);
     * ``coordinator_moved_past`` -- TV2, no decision found, and the coordinator's newest record of
       the transactional id (``coordinator_producer_id``, ``coordinator_producer_epoch`` of ``o``;
       null without one) has the producer id with an epoch above the data's: the coordinator ended
@@ -176,7 +225,9 @@ def with_decisions(o, *, transactions, history=None, leaders=None):
         F.col("client_transaction_version").cast("int")))
     if history is not None:
         o = join_replica(o, _coordinator_decision(o, history), "left", on=["producer_id", "first_offset"])
+        o = join_replica(o, _own_record(o, history), "left", on=["producer_id", "first_offset"])
     else:
+        o = o.withColumn("_own", F.lit(None).cast("struct<offset:bigint,coordinator_partition:int,state:string>"))
         for c, t in (("_d_outcome", "string"), ("_d_state", "string"), ("_d_epoch", "int"), ("_d_ms", "bigint"),
                      ("_d_offset", "bigint"), ("_d_coordinator_partition", "int"), ("_d_next_state", "string"),
                      ("_d_next_ms", "bigint"), ("_d_next_offset", "bigint")):
@@ -207,9 +258,15 @@ def with_decisions(o, *, transactions, history=None, leaders=None):
         "decision_marker": F.when(sib.isNotNull() & F.col("_tv2"), marker_words),
         "coordinator_moved_past": F.coalesce(moved & sib.isNull(), F.lit(False)),
     })
+    # the coordinator's state of this transaction (not the id's newest record): its decision's newest
+    # record, else its own producer id and epoch's newest
+    o = o.withColumns({
+        "coordinator_record": _coordinator_record_words(history is not None),
+        "transaction_coordinator_state": F.coalesce(F.col("_d_next_state"), F.col("_d_state"), F.col("_own.state")),
+    })
     if leaders is not None:
         o = join_replica(o, _leaders(o, leaders), "left", on=["producer_id", "first_offset"])
     else:
-        o = o.withColumns({"partition_leader": F.lit(None).cast("int"),
+        o = o.withColumns({"partition_leader": F.lit(None).cast("int"), "partition_leader_then": F.lit(None).cast("int"),
                            "partition_leaderless": F.lit(None).cast("boolean")})
-    return o.drop("_sibling", "_tv2_markers", *[c for c in o.columns if c.startswith("_d_")])
+    return o.drop("_sibling", "_tv2_markers", "_own", *[c for c in o.columns if c.startswith("_d_")])

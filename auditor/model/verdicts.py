@@ -24,6 +24,13 @@ report and the forensic commands read it:
   longer than ``transaction.max.timeout.ms`` ago, and this partition has no
   marker yet: the coordinator keeps retrying (``TransactionMarkerChannelManager``).
   Younger, and decided by the coordinator's record, it is ``in-flight``;
+* ``closed-after-the-copy`` — the log dirs were read while the brokers ran and the
+  coordinator's records in the input complete the transaction's own decision
+  (``Prepare*`` listing the partition, then ``Complete*``), after the newest
+  batch read from the partition, which had a leader then (the metadata log): the
+  coordinator writes ``Complete*`` only once every marker is written or dropped
+  for a partition without a leader (``TransactionMarkerChannelManager``), so the
+  marker was written after the segment was read. Info;
 * ``marker-skipped`` — the coordinator decided COMMIT and wrote ``CompleteCommit``
   without this partition's marker (it drops markers for partitions without a
   leader); where the log may have moved while read and the data partition as read
@@ -69,8 +76,8 @@ from __future__ import annotations
 from auditor.model.coverage import SEGMENT_ALONE
 from auditor.model.replica_key import REPLICA, join_replica
 
-VERDICTS = ("in-flight", "two-phase-commit", "markers-undelivered", "marker-skipped", "late-write",
-            "unknown-to-coordinator", "hanging", "undetermined")
+VERDICTS = ("in-flight", "two-phase-commit", "closed-after-the-copy", "markers-undelivered", "marker-skipped",
+            "late-write", "unknown-to-coordinator", "hanging", "undetermined")
 # TransactionMetadata.isDistributedTwoPhaseCommitTxn(): txnTimeoutMs == Integer.MAX_VALUE (Kafka 4.3.1, 4.4.0)
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
 # a hanging verdict by age alone: what would tell a two-phase-commit transaction from it
@@ -145,7 +152,7 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
     }).drop("_closed", "_tps", "_prev_tps", "_read_until", "_coordinator_updated", "log_dirs_stopped",
             "coordinator_read_until_ms", "coordinator_partition", "log_end_known", "high_watermark", "log_end_offset",
             "later_segments_not_given", "next_not_given_offset", "_tv2", "client_transaction_version",
-            "coordinator_producer_epoch")
+            "coordinator_producer_epoch", "_latest_offset")
 
 
 def _with_coordinator(o, coordinator, max_timeout_ms: int):
@@ -157,7 +164,8 @@ def _with_coordinator(o, coordinator, max_timeout_ms: int):
     if coordinator is None:
         for name, t in (("transactional_id", "string"), ("coordinator_state", "string"),
                         ("coordinator_producer_id", "bigint"), ("coordinator_producer_epoch", "int"),
-                        ("client_transaction_version", "int"), ("transaction_timeout_ms", "int"),
+                        ("client_transaction_version", "int"), ("_latest_offset", "bigint"),
+                        ("transaction_timeout_ms", "int"),
                         ("coordinator_partitions", "bigint")):
             o = o.withColumn(name, F.lit(None).cast(t))
         for name in ("has_log", "complete", "known", "ongoing_here", "young", "two_phase", "coordinator_behind",
@@ -173,6 +181,7 @@ def _with_coordinator(o, coordinator, max_timeout_ms: int):
         F.col("producer_id").alias("coordinator_producer_id"),
         F.col("producer_epoch").cast("int").alias("coordinator_producer_epoch"),
         F.col("client_transaction_version").cast("int").alias("client_transaction_version"),
+        F.col("offset").alias("_latest_offset"),
         "transaction_timeout_ms", "start_timestamp_ms", F.col("topic_partitions").alias("_tps"),
         F.col("partition").alias("coordinator_partition"), F.col("last_update_timestamp_ms").alias("_coordinator_updated"))
     if coordinator.get("read_until") is not None:
@@ -249,6 +258,10 @@ def _derived(c: dict) -> dict:
     # transaction so, beside the old leader's copy with the marker: replica-divergence reports the split)
     d["closed_elsewhere"] = F.coalesce(F.col("log_end_offset") <= F.col("_closed.marker_offset"), F.lit(False))
     d["log_end_known"] = F.coalesce(F.col("log_end_known"), F.lit(True))
+    # the log end is unknown only because the high watermark checkpoint was written after the segment was
+    # read (every segment of the directory given, the log dirs not stopped)
+    d["log_moved"] = c["moving"] & (F.coalesce(F.col("later_segments_not_given"), F.lit(0)) == 0) & (
+        F.coalesce(F.col("given_as"), F.lit("")) != SEGMENT_ALONE)
     d["view_short"] = c["moving"] & ~c["old"] & (c["coordinator_behind"] | c["marker_maybe_later"])
     # data after its session's marker: with transaction version 2 the next transaction has the marker's
     # (bumped) epoch, so only an epoch below it is late (ProducerAppendInfo.checkProducerEpoch)
@@ -281,6 +294,8 @@ def _verdict(c: dict):
         .when(decided & ~completed & d["by_coordinator"] & ~d["decision_old"], F.lit("in-flight"))
         .when(decided & ~completed & d["decision_old"], F.lit("markers-undelivered"))
         .when(decided & ~completed, F.lit("undetermined"))
+        .when(decided & d["marker_after_read"] & F.col("partition_leader_then").isNotNull(),
+              F.lit("closed-after-the-copy"))
         .when(decided & d["marker_after_read"], F.lit("undetermined"))
         .when(decided & (F.col("decision") == "COMMIT"), F.lit("marker-skipped"))
         .when(decided, F.lit("hanging"))
@@ -300,7 +315,10 @@ def _reason(c: dict):
     from pyspark.sql import functions as F
 
     d = _derived(c)
-    later = F.concat(
+    later = F.when(d["log_moved"], F.concat(
+        F.lit("the log moved while it was read: its high watermark checkpoint ("), F.col("high_watermark").cast("string"),
+        F.lit("), written after the segment was read, lies past the last offset read ("),
+        (F.col("log_end_offset") - 1).cast("string"), F.lit("), where the marker may be"))).otherwise(F.concat(
         F.lit("the marker may be in what was not given: "),
         F.when(F.col("given_as") == SEGMENT_ALONE, F.lit(
             "the partition of the segment is not known (given without its partition directory, or in a directory not "
@@ -309,7 +327,7 @@ def _reason(c: dict):
             F.col("later_segments_not_given").cast("string"), F.lit(" later segment(s) of the partition's directory, from "
                                                                    "offset "), F.col("next_not_given_offset").cast("string")))
         .otherwise(F.concat(F.lit("the high watermark "), F.col("high_watermark").cast("string"),
-                            F.lit(" lies beyond the last given offset "), (F.col("log_end_offset") - 1).cast("string"))))
+                            F.lit(" lies beyond the last given offset "), (F.col("log_end_offset") - 1).cast("string")))))
     no_coordinator = F.when(
         d["given"] == 0, F.lit("no __transaction_state partition of the cluster was given, and it is not older than "
                                "transaction.max.timeout.ms"),
@@ -334,7 +352,10 @@ def _reason(c: dict):
                                              "still come"))
     completed_after_read = F.concat(not_stopped, F.lit("the coordinator completed the transaction ("),
                                     F.col("decision_record"), F.lit(") after the newest batch read from this partition: its "
-                                                                    "marker may have been written after the partition was read"))
+                                                                    "marker was probably written after the partition was "
+                                                                    "read, but without the metadata log (not given) the input "
+                                                                    "cannot rule out a marker dropped for a partition without "
+                                                                    "a leader"))
     moved_past = F.concat(
         F.lit("the coordinator has ended this transaction (its newest record of the producer, "),
         F.coalesce(F.col("coordinator_state"), F.lit("?")), F.lit(" at epoch "),
@@ -362,11 +383,14 @@ def _settle(c: dict):
             .when(d["closed_elsewhere"], F.lit("this broker's state online (kafka-transactions.sh describe-producers): "
                                                "a follower catches up by itself; an earlier dump is superseded by the "
                                                "copy holding the marker"))
+            .when(~d["log_end_known"] & d["log_moved"], F.lit(again))
             .when(~d["log_end_known"], F.lit("scan the whole partition directory"))
             .when(d["decided"] & ~d["completed"], F.lit(
                 "scan again after transaction.max.timeout.ms, or describe the transaction online (kafka-transactions.sh "
                 "describe); never abort it while the coordinator decided COMMIT"))
-            .when(d["decided"] & d["marker_after_read"], F.lit(again))
+            .when(d["decided"] & d["marker_after_read"], F.lit(
+                "the cluster's __cluster_metadata log (the partition's leader when the coordinator completed), or "
+                "describe the producers online (kafka-transactions.sh describe-producers)"))
             .when(d["consulted"] & d["known"] & d["view_short"], F.lit(again))
             .when(F.col("coordinator_moved_past"), F.lit(
                 "the markers of this producer id with the next epoch on the transaction's other partitions (give their "
