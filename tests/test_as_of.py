@@ -18,7 +18,6 @@ T = 1_795_629_600_000  # 2026-11-25T18:00:00Z
 
 @pytest.mark.parametrize("text, ms", [
     ("1795629600000", T),
-    ("0", 0),
     ("2026-11-25T18:00:00Z", T),
     ("2026-11-25T18:00:00z", T),
     ("2026-11-25T18:00:00+00:00", T),
@@ -33,6 +32,24 @@ T = 1_795_629_600_000  # 2026-11-25T18:00:00Z
 ])
 def test_epoch_ms_and_iso_8601(text, ms):
     assert parse_as_of(text) == ms
+
+
+@pytest.mark.parametrize("text, message", [
+    # `date +%s` prints seconds: taken as ms they are 1970; the message gives the value to use
+    ("1795324884", r"'1795324884' is 1970-01-21T.* as epoch ms, before 2000; it looks like epoch seconds: use "
+                   r"1795324884000 \(2026-11-22T"),
+    ("0", r"'0' is 1970-01-01T00:00:00.000Z as epoch ms, before 2000$"),
+    ("1999-12-31T23:59:59Z", "before 2000"),
+    ("2031-01-01", r"more than a day after this machine's clock .*; for the present use 'now'"),
+])
+def test_instants_no_audit_means_are_refused(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_as_of(text, now_ms=T)
+
+
+def test_a_day_of_clock_drift_is_accepted():
+    assert parse_as_of(str(T + 86_400_000), now_ms=T) == T + 86_400_000
+    assert parse_as_of("946684800000", now_ms=T) == 946_684_800_000  # 2000-01-01 itself
 
 
 def test_now_is_the_wall_clock():

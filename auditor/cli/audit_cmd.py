@@ -25,6 +25,7 @@ from rich.table import Table
 
 from auditor.report.console import err, safe, wide
 from auditor.cli.ingest_cmd import check_inputs, input_uris, remote_store_option, verbose_option
+from auditor.cli.metrics_option import metrics_option
 from auditor.cli.progress import StageProgress
 from auditor.cli.report_cmd import InputError, emit_report, exit_with, make_filters, report_options
 from auditor.engine.rule import discover
@@ -34,19 +35,45 @@ from auditor.report import from_audit
 AS_OF_FORMATS = "epoch ms, 'now' or ISO-8601 (2026-11-25T18:00:00Z)"
 
 
+#: 2000-01-01T00:00:00Z: no Kafka log holds transactions from before it, and epoch *seconds* of any
+#: instant since 1973 are below it when read as milliseconds (``date +%s`` prints seconds)
+EARLIEST_AS_OF_MS = 946_684_800_000
+FUTURE_SLACK_MS = 86_400_000  # how far past this machine's clock an instant may lie (clocks drift)
+
+
 def parse_as_of(text: str, now_ms: int | None = None) -> int:
     """``--as-of`` as epoch ms: epoch milliseconds, ``now`` (the wall clock, or ``now_ms``)
     or ISO-8601 (``2026-11-25T18:00:00Z``, ``2026-11-25T18:00:00+01:00``; a date alone is
-    midnight UTC, a time without an offset is UTC). ``ValueError`` for anything else."""
+    midnight UTC, a time without an offset is UTC). ``ValueError`` for anything else, and for
+    instants no audit means: before 2000 (epoch seconds taken for milliseconds: the message gives
+    the value in milliseconds) or more than a day after this machine's clock -- ages against
+    them decide hanging against undetermined, so a wrong unit must not pass silently."""
     from auditor.report.model import parse_time
 
     s = str(text).strip()
+    now = time.time_ns() // 1_000_000 if now_ms is None else int(now_ms)
     if s.lower() == "now":
-        return time.time_ns() // 1_000_000 if now_ms is None else int(now_ms)
+        return now
     try:
-        return parse_time(s)
+        ms = parse_time(s)
     except ValueError:
         raise ValueError(f"expected {AS_OF_FORMATS}, got {text!r}") from None
+    _check_instant(ms, s, now)
+    return ms
+
+
+def _check_instant(ms: int, text: str, now: int) -> None:
+    """Refuse an ``--as-of`` instant before 2000 or more than a day in the future (see :func:`parse_as_of`)."""
+    from auditor.report.model import format_time
+
+    if ms < EARLIEST_AS_OF_MS:
+        hint = ""
+        if EARLIEST_AS_OF_MS // 1000 <= ms < 10**10:  # epoch seconds from 2000 to 2286
+            hint = f"; it looks like epoch seconds: use {ms * 1000} ({format_time(ms * 1000)})"
+        raise ValueError(f"{text!r} is {format_time(ms)} as epoch ms, before 2000{hint}")
+    if ms > now + FUTURE_SLACK_MS:
+        raise ValueError(f"{text!r} is {format_time(ms)}, more than a day after this machine's clock "
+                         f"({format_time(now)}); for the present use 'now'")
 
 
 class AsOf(click.ParamType):
@@ -292,8 +319,9 @@ def audit_cmd(tables, findings_out, master, confs, rules, as_of, max_timeout_ms,
 @click.option("--out", "findings_out", type=click.Path(file_okay=False), default=None,
               help="Write the findings directory here (Parquet + run summary; render later with `txn-audit report`).")
 @common
+@metrics_option
 def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, master, confs, rules, as_of, max_timeout_ms, quiet, fmt,
-             fail_on, exit_zero, bootstrap_server, **filter_opts) -> None:
+             fail_on, exit_zero, bootstrap_server, metrics, **filter_opts) -> None:
     """One shot: ingest LOGDIRS, run every rule, report the findings.
 
     LOGDIRS are local paths or file:, hdfs:// or s3a:// URIs (docs/operations.md).
@@ -309,6 +337,7 @@ def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, mast
       txn-audit scan broker-1/ broker-2/ --tables t/ --out findings/
       txn-audit scan /var/lib/kafka/data --format html --exit-zero > report.html
       txn-audit scan hdfs://nn:8020/kafka/data --severity error --no-keep-tables
+      txn-audit scan /var/lib/kafka/data --metrics /var/lib/prometheus/node-exporter/txn_audit.prom
       txn-audit timeline t/ --topic payments --partition 3   # after a finding
 
     \b
@@ -353,22 +382,41 @@ def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, mast
                 _stamp(Path(tdir), digest, list(logdirs), res_in.run_id)
                 if tdir.startswith(str(tables_home())):
                     _prune(tables_home(), Path(tdir))
-        if not quiet:
-            from auditor.ingest.inventory import CLEAN_STATUSES
-
-            for f in (f for f in files if f["status"] not in CLEAN_STATUSES):
-                pos = f"byte {f['error_position']}" if f["error_position"] is not None else "whole file"
-                err.print(f"[yellow]{safe(f['status'])}[/yellow] {safe(f['path'])} at {pos}: {safe(f['error_message'] or f['note'] or '')}")
-        readable = [f for f in files if f["status"] not in ("unreadable", "skipped", "foreign")]
-        if not readable:
-            from auditor.cli.ingest_cmd import EXPECTED_INPUT
-
-            raise InputError("no input file was readable: " + "; ".join(
-                f"{f['path']} ({f['status']}{': ' + f['note'] if f.get('note') else ''})" for f in files[:5])
-                + f"; {EXPECTED_INPUT}")
+        readable = _readable(files, quiet)
         res = _run_audit(spark, tdir, rules, as_of, max_timeout_ms, findings_out, prog.stage("rules"))
+    if metrics.path:
+        _record(metrics, res, rules, max_timeout_ms, files_decoded=readable if kept is None else 0)
     _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=findings_out, exit_zero=exit_zero,
             tables=tdir if keep_tables else None, quiet=quiet)
+
+
+def _readable(files: list[dict], quiet: bool) -> int:
+    """The input files a scan read, after naming the bad ones on stderr; none is bad input (status 2)."""
+    if not quiet:
+        from auditor.ingest.inventory import CLEAN_STATUSES
+
+        for f in (f for f in files if f["status"] not in CLEAN_STATUSES):
+            pos = f"byte {f['error_position']}" if f["error_position"] is not None else "whole file"
+            err.print(f"[yellow]{safe(f['status'])}[/yellow] {safe(f['path'])} at {pos}: {safe(f['error_message'] or f['note'] or '')}")
+    readable = [f for f in files if f["status"] not in ("unreadable", "skipped", "foreign")]
+    if not readable:
+        from auditor.cli.ingest_cmd import EXPECTED_INPUT
+
+        raise InputError("no input file was readable: " + "; ".join(
+            f"{f['path']} ({f['status']}{': ' + f['note'] if f.get('note') else ''})" for f in files[:5])
+            + f"; {EXPECTED_INPUT}")
+    return len(readable)
+
+
+def _record(metrics, res, rules, max_timeout_ms: int, files_decoded: int) -> None:
+    """``--metrics``: every finding of the audit (the report's filters choose what it shows, not
+    what is open), the clusters the report knows, the kinds of the rules that ran."""
+    from auditor.engine.runner import select_rules
+    from auditor.report.metrics import Outcome
+
+    report = from_audit(res)
+    metrics.succeeded(Outcome(report.findings, report.cluster_ids(), select_rules(discover(), list(rules)),
+                              files_decoded, max_timeout_ms))
 
 
 @click.command("rules")

@@ -232,6 +232,25 @@ def with_decisions(o, *, transactions, history=None, leaders=None):
                      ("_d_offset", "bigint"), ("_d_coordinator_partition", "int"), ("_d_next_state", "string"),
                      ("_d_next_ms", "bigint"), ("_d_next_offset", "bigint")):
             o = o.withColumn(c, F.lit(None).cast(t))
+    o = o.withColumns(_decision_exprs())
+    # the coordinator's state of this transaction (not the id's newest record): its decision's newest
+    # record, else its own producer id and epoch's newest
+    o = o.withColumns({
+        "coordinator_record": _coordinator_record_words(history is not None),
+        "transaction_coordinator_state": F.coalesce(F.col("_d_next_state"), F.col("_d_state"), F.col("_own.state")),
+    })
+    if leaders is not None:
+        o = join_replica(o, _leaders(o, leaders), "left", on=["producer_id", "first_offset"])
+    else:
+        o = o.withColumns({"partition_leader": F.lit(None).cast("int"), "partition_leader_then": F.lit(None).cast("int"),
+                           "partition_leaderless": F.lit(None).cast("boolean")})
+    return o.drop("_sibling", "_tv2_markers", "_own", *[c for c in o.columns if c.startswith("_d_")])
+
+
+def _decision_exprs() -> dict:
+    """The decision's columns over the ``_d_*`` (coordinator) and ``_sibling`` (TV2 marker) columns."""
+    from pyspark.sql import functions as F
+
     sib = F.col("_sibling")
     by_marker = F.col("_d_outcome").isNull() & F.col("_tv2") & sib.isNotNull()
     record = F.concat(F.col("_d_state"), F.lit(" at __transaction_state-"), F.col("_d_coordinator_partition").cast("string"),
@@ -245,7 +264,7 @@ def with_decisions(o, *, transactions, history=None, leaders=None):
                             sib["marker_offset"].cast("string"))
     moved = (F.col("_d_outcome").isNull() & F.col("_tv2") & (F.col("coordinator_producer_id") == F.col("producer_id"))
              & (F.col("coordinator_producer_epoch") > F.col("data_epoch_max")))
-    o = o.withColumns({
+    return {
         "decision": F.coalesce(F.col("_d_outcome"), F.when(by_marker, sib["marker_type"])),
         "decision_source": F.when(F.col("_d_outcome").isNotNull(), F.lit("coordinator"))
         .when(by_marker, F.lit("marker")),
@@ -257,16 +276,4 @@ def with_decisions(o, *, transactions, history=None, leaders=None):
         "completed_ms": F.col("_d_next_ms"),
         "decision_marker": F.when(sib.isNotNull() & F.col("_tv2"), marker_words),
         "coordinator_moved_past": F.coalesce(moved & sib.isNull(), F.lit(False)),
-    })
-    # the coordinator's state of this transaction (not the id's newest record): its decision's newest
-    # record, else its own producer id and epoch's newest
-    o = o.withColumns({
-        "coordinator_record": _coordinator_record_words(history is not None),
-        "transaction_coordinator_state": F.coalesce(F.col("_d_next_state"), F.col("_d_state"), F.col("_own.state")),
-    })
-    if leaders is not None:
-        o = join_replica(o, _leaders(o, leaders), "left", on=["producer_id", "first_offset"])
-    else:
-        o = o.withColumns({"partition_leader": F.lit(None).cast("int"), "partition_leader_then": F.lit(None).cast("int"),
-                           "partition_leaderless": F.lit(None).cast("boolean")})
-    return o.drop("_sibling", "_tv2_markers", "_own", *[c for c in o.columns if c.startswith("_d_")])
+    }
