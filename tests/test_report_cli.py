@@ -153,8 +153,10 @@ def test_report_table_format(scanned):
     assert message[:60] in out
     assert abort_line(late["topic"], late["partition"], late["first_offset"]) in [ln.strip() for ln in lines]
     # the next forensic command over the tables the scan kept (the scan names them when it sets run.tables)
+    # starting at the marker the late write follows, the finding's evidence (issue 45: started at the data,
+    # the replay would not know of the marker)
     assert any(ln.strip().startswith("txn-audit timeline ") and f"--topic {late['topic']} --partition {late['partition']} "
-               f"--from {late['first_offset']}" in ln for ln in lines)
+               f"--from {late['after_marker_offset']}" in ln for ln in lines)
 
 
 def test_report_markdown_format(scanned):
@@ -276,3 +278,22 @@ def test_scan_with_nothing_readable_exits_2(spark, tmp_path):
     res = CliRunner().invoke(cli, ["scan", str(junk), str(tmp_path / "missing"), "--tables", str(tmp_path / "t"),
                                    "--format", "json"])
     assert res.exit_code == 2 and res.stdout == "" and "no input file was readable" in res.stderr
+
+
+def test_the_printed_timeline_shows_what_the_finding_says(scanned):
+    """The timeline command a late-write finding prints, run as printed (the scan's kept tables in place
+    of <TABLES>), marks the write late at the finding's first offset, after the marker it cites."""
+    import shlex
+
+    res, findings_dir, tables = scanned
+    late = expected("hanging-late-write")["expect"]["anomalies"][0]
+    out = report(findings_dir, "--rule", "hanging-transaction", "--format", "table").stdout
+    line = next(ln.strip() for ln in out.splitlines() if ln.strip().startswith("txn-audit timeline ")
+                and f"--topic {late['topic']} --partition {late['partition']} " in ln)
+    args = [a if a != "<TABLES>" else str(tables) for a in shlex.split(line)[1:]]
+    got = CliRunner().invoke(cli, [*args, "--format", "jsonl"])
+    assert got.exit_code == 0, got.output
+    events = [json.loads(x) for x in got.stdout.splitlines() if x.strip()]
+    assert events[0]["offset"] <= late["after_marker_offset"]
+    opened = next(e for e in events if e["event"] == "data" and e["offset"] == late["first_offset"])
+    assert opened["late_write"] is True and "late write" in opened["anomalies"], opened

@@ -227,13 +227,21 @@ def timeline_command(f: dict, tables: str | None = None, cluster: bool = False) 
     """The next forensic command for finding ``f``: ``txn-audit timeline TABLES --topic T
     --partition N --from OFFSET [--producer-id P] [--cluster CLUSTER_ID]``; ``TABLES`` is the
     literal ``<TABLES>`` when not known, ``--cluster`` only with ``cluster`` (the report spans
-    several clusters). ``None`` for a finding without a topic-partition."""
+    several clusters). ``None`` for a finding without a topic-partition.
+
+    ``OFFSET`` is the first the finding cites: for a late write, its session's marker before the
+    data (``previous_marker_offset``), so the replay sees that marker and marks the write late --
+    started at the data, it would not know of the marker; else the finding's first offset."""
     if f.get("topic") is None or f.get("partition") is None:
         return None
     parts = ["txn-audit", "timeline", shell_arg(tables) if tables else TABLES_PLACEHOLDER,
              "--topic", shell_arg(f["topic"]), "--partition", str(f["partition"])]
-    if f.get("first_offset") is not None:
-        parts += ["--from", str(f["first_offset"])]
+    start = f.get("first_offset")
+    cited = (f.get("evidence") or {}).get("previous_marker_offset")
+    if f.get("kind") == "late-write" and cited not in (None, ""):
+        start = cited
+    if start is not None:
+        parts += ["--from", str(start)]
     if f.get("producer_id") is not None:
         parts += ["--producer-id", str(f["producer_id"])]
     if cluster and f.get("cluster_id"):
