@@ -15,6 +15,14 @@ changed under the reader is a row whose problem a moving log explains (vanished,
 finding is only of a kind a moving log can explain (a transaction in flight, a verdict the input
 cannot settle, a producer whose early batches retention removed); nothing critical. After the
 broker stops cleanly, a last scan finds nothing at warning or above.
+
+Users also copy a running broker's log dir (``cp -a`` / ``rsync -a``, file by file while it writes) and
+audit the copy later with ``--as-of`` the copy's time. Copies are taken here too, before the unclean kill
+and after the restart (kept in ``$TXN_AUDIT_RB_COPIES``, default /tmp/rb-copies, with copies.json), and
+each is audited in-process with its time and the broker's ``transaction.max.timeout.ms``: nothing
+critical or error; an open transaction whose data partition was copied before its marker while the
+copy's own ``__transaction_state`` holds its decision and Complete* is not reported at warning or above;
+``stuck-lso`` agrees with ``hanging-transaction`` on every pinned transaction.
 """
 
 from __future__ import annotations
@@ -67,12 +75,21 @@ EXPLAINED = {
 # what a file read while the broker writes, rolls, cleans or deletes can show; "trailing bytes": the active
 # segment read mid-append, its last entry's header not all written yet (CI at 9a1045b: "[batches] 14 trailing
 # bytes, too few for an entry header" on kv-0's active segment)
-MOVING_FILE_PROBLEMS = ("No such file", "truncated", "cut off", "shrank", "vanished", "changed", "trailing bytes")
+# "zero bytes after the last entry": a segment (active, or renamed .deleted) read while the broker had the
+# file longer than the entries written in it (seen in 2 of 5 runs of this module, 76 s and 124 s after the
+# unclean restart, on kv-0 and kv-1); a non-fatal row, the entries before it decoded
+MOVING_FILE_PROBLEMS = ("No such file", "truncated", "cut off", "shrank", "vanished", "changed", "trailing bytes",
+                        "zero bytes after the last entry")
 
 # copies of the live log dir (cp -a / rsync -a while the broker writes), kept for a later re-scan: those of
 # the last run, with copies.json (each copy's --as-of and the broker's transaction.max.timeout.ms)
 COPIES = Path(os.environ.get("TXN_AUDIT_RB_COPIES", "/tmp/rb-copies"))
-COPY_AT = (0.1, 0.2, 0.3)  # the copies before the unclean kill, as fractions of SECONDS (before KILL_AT)
+# the copies before the unclean kill: when (a fraction of SECONDS, before KILL_AT) and in which order
+# (COPY_ORDERS); the copy after the restart takes the data first. Three data-first ones: a transaction is
+# open on a data partition for ~15-50 ms of every ~70 ms cycle of the producers, and a data-first copy
+# caught one whose marker landed before the coordinator's partition was copied in 4 of 11 tries (each copy
+# costs ~10-15 s of audit on 2 busy cores)
+COPY_AT = ((0.08, "readdir"), (0.16, "data-first"), (0.24, "data-first"), (0.32, "data-first"))
 # the rules that judge an open transaction, and the coordinator's records that decide and end one
 PINNING_RULES = ("hanging-transaction", "stuck-lso")
 PREPARE = ("PrepareCommit", "PrepareAbort")
@@ -192,13 +209,35 @@ _READERS = textwrap.dedent("""
 """)
 
 
-def _copy_log_dir(src: Path, dst: Path) -> dict:
+def _data_first(name: str) -> int:
+    """The rank of a log dir's top-level entry in a "data-first" copy: the topics' partitions (0), then
+    the other internal partitions (1: the metadata log, whose preallocated indexes make it the longest
+    part of the copy), then ``__transaction_state`` (2), then the rest (3: checkpoints, meta.properties).
+    A data partition copied before its transaction's marker lands, the coordinator's records a moment
+    later already holding the decision and Complete*: what a copy of a running broker shows whenever
+    its tool reaches the coordinator's partition last."""
+    topic, _, partition = name.rpartition("-")
+    if not topic or not partition.isdigit():
+        return 3
+    if topic == "__transaction_state":
+        return 2
+    return 1 if topic.startswith("__") else 0
+
+
+# the order a copy takes the log dir's top-level entries in: "readdir" as they are listed (cp -a; on ext4 a
+# hash order of the names: on the machine this was written on, __transaction_state-4, the coordinator's
+# partition of "live-kv", came before the data partitions, so the data ran ahead of the coordinator)
+COPY_ORDERS = {"readdir": lambda name: 0, "data-first": _data_first}
+
+
+def _copy_log_dir(src: Path, dst: Path, order: str) -> dict:
     """``src`` copied to ``dst`` file by file while the broker writes, as ``cp -a`` / ``rsync -a`` users
-    take it (``shutil.copytree``, symlinks kept): each file is a prefix taken at its own moment. A file
-    listed but gone before it was opened (a segment deleted by retention, a ``.cleaned``/``.swap``
-    file renamed) is skipped and recorded, as ``cp`` reports "No such file" and goes on; a file
-    unlinked while open is copied whole (the open descriptor still reads it). ``as_of_ms``: the wall
-    clock when the copy finished, the instant a user audits it at (``--as-of``)."""
+    take it (``shutil.copytree``, symlinks kept; once per rank of ``COPY_ORDERS[order]``, over the
+    top-level entries of that rank): each file is a prefix taken at its own moment. A file listed but
+    gone before it was opened (a segment deleted by retention, a ``.cleaned``/``.swap`` file renamed) is
+    skipped and recorded, as ``cp`` reports "No such file" and goes on; a file unlinked while open is
+    copied whole (the open descriptor still reads it). ``as_of_ms``: the wall clock when the copy
+    finished, the instant a user audits it at (``--as-of``)."""
     vanished: list[str] = []
 
     def copy(s: str, d: str) -> str:
@@ -209,14 +248,19 @@ def _copy_log_dir(src: Path, dst: Path) -> dict:
             return d
 
     started = time.time()
-    try:
-        shutil.copytree(src, dst, symlinks=True, copy_function=copy)
-    except shutil.Error as e:  # copytree collects what failed (a directory gone mid-copy) and raises at the end
-        if any("No such file" not in str(why) for _s, _d, why in e.args[0]):
-            raise
-        vanished += [os.path.relpath(s, src) for s, _d, _why in e.args[0]]
+    rank = COPY_ORDERS[order]
+    for r in sorted({rank(n) for n in os.listdir(src)}):
+        def others(d: str, names: list[str], r: int = r) -> list[str]:
+            return [n for n in names if rank(n) != r] if Path(d) == src else []
+
+        try:
+            shutil.copytree(src, dst, symlinks=True, copy_function=copy, ignore=others, dirs_exist_ok=True)
+        except shutil.Error as e:  # what failed (a directory gone mid-copy): collected, raised at the end
+            if any("No such file" not in str(why) for _s, _d, why in e.args[0]):
+                raise
+            vanished += [os.path.relpath(s, src) for s, _d, _why in e.args[0]]
     done = time.time()
-    return {"path": str(dst), "as_of_ms": int(done * 1000), "took_ms": int((done - started) * 1000),
+    return {"path": str(dst), "order": order, "as_of_ms": int(done * 1000), "took_ms": int((done - started) * 1000),
             "vanished": vanished}
 
 
@@ -224,8 +268,8 @@ class _Copier(threading.Thread):
     """Copies of the broker's live log dir (:func:`_copy_log_dir`) while the producers run: at
     ``COPY_AT`` fractions of SECONDS (before the unclean kill, which waits for them: ``before_kill``),
     and once after the restart, when the restarted broker has ended a few transactions again. Each
-    copy (``copies``) is a dict: name, phase (``before-kill`` / ``after-restart``), path, as_of_ms,
-    took_ms, vanished. An exception ends the thread and is kept in ``error``, for a test to show."""
+    copy (``copies``) is a dict: name, phase (``before-kill`` / ``after-restart``), order, path,
+    as_of_ms, took_ms, vanished. An exception ends the thread and is kept in ``error``, for a test to show."""
 
     def __init__(self, broker: KafkaBroker, producers: _Producers, restarted: threading.Event, t0: float) -> None:
         super().__init__(daemon=True)
@@ -234,15 +278,15 @@ class _Copier(threading.Thread):
         self.before_kill = threading.Event()
         self.error: BaseException | None = None
 
-    def _take(self, phase: str) -> None:
+    def _take(self, phase: str, order: str) -> None:
         name = f"copy-{len(self.copies) + 1}"
-        self.copies.append({"name": name, "phase": phase, **_copy_log_dir(self.broker.log_dir, COPIES / name)})
+        self.copies.append({"name": name, "phase": phase, **_copy_log_dir(self.broker.log_dir, COPIES / name, order)})
 
     def run(self) -> None:
         try:
-            for at in COPY_AT:
+            for at, order in COPY_AT:
                 time.sleep(max(0.0, self.t0 + at * SECONDS - time.monotonic()))
-                self._take("before-kill")
+                self._take("before-kill", order)
             self.before_kill.set()
             if not self.restarted.wait(6 * SECONDS):
                 return
@@ -250,8 +294,8 @@ class _Copier(threading.Thread):
             ended = p.commits + p.aborts
             with p.ended:
                 p.ended.wait_for(lambda: p.commits + p.aborts >= ended + 3, timeout=60)
-            self._take("after-restart")
-        except BaseException as e:  # noqa: BLE001 - shown by test_copies_were_taken
+            self._take("after-restart", "data-first")
+        except BaseException as e:  # noqa: BLE001 - shown by test_copies_were_taken_while_the_producers_ran
             self.error = e
         finally:
             self.before_kill.set()
@@ -497,6 +541,15 @@ def _hanging_kinds(findings: list[dict]) -> dict:
     return out
 
 
+def _stuck_kinds(findings: list[dict]) -> dict[str, int]:
+    """stuck-lso findings of one copy by kind (beside hanging-transaction's: the two must agree)."""
+    out: dict[str, int] = {}
+    for f in findings:
+        if f["rule"] == "stuck-lso":
+            out[f["kind"]] = out.get(f["kind"], 0) + 1
+    return out
+
+
 @pytest.fixture(scope="module")
 def copy_audits(moving, spark, tmp_path_factory) -> list[dict]:
     """Each copy ingested and audited in-process on the shared Spark session, as a user audits a copy:
@@ -520,10 +573,10 @@ def copy_audits(moving, spark, tmp_path_factory) -> list[dict]:
     for a in audits:
         completed = [f for f in a["findings"] if f["rule"] == "hanging-transaction"
                      and _completion(a["coordinator"], f) is not None]
-        print(f"\n{a['name']} ({a['phase']}, as of {a['as_of_ms']}, copied in {a['took_ms']} ms, "
+        print(f"\n{a['name']} ({a['phase']}, {a['order']}, as of {a['as_of_ms']}, copied in {a['took_ms']} ms, "
               f"{len(a['vanished'])} files vanished mid-copy, scanned in {a['took_s']} s): hanging-transaction "
-              f"{json.dumps(_hanging_kinds(a['findings']))}; open transactions the copy's coordinator completed: "
-              f"{len(completed)}")
+              f"{json.dumps(_hanging_kinds(a['findings']))}; stuck-lso {json.dumps(_stuck_kinds(a['findings']))}; "
+              f"open transactions the copy's coordinator completed: {len(completed)}")
     return audits
 
 
