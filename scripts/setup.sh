@@ -69,6 +69,31 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
     echo "setup: no chromium and no apt-get: install Chromium to run the HTML report tests" >&2; exit 2
   fi
 fi
+# Prometheus (with promtool) and node_exporter for tests/test_prometheus.py and tests/test_metrics.py:
+# promtool checks the metrics file and the alert rules of docs/prometheus/; the test starts its own
+# prometheus and node_exporter on free ports with their own config and data. The packages' own
+# services are not wanted: on a host run by systemd, those of the packages this step installs are
+# stopped and disabled.
+PROMETHEUS_PACKAGES=""
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  PROMETHEUS_PACKAGES="prometheus"
+fi
+if ! command -v prometheus-node-exporter >/dev/null 2>&1 && ! command -v node_exporter >/dev/null 2>&1; then
+  PROMETHEUS_PACKAGES="$PROMETHEUS_PACKAGES prometheus-node-exporter"
+fi
+if [ -n "$PROMETHEUS_PACKAGES" ]; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing$PROMETHEUS_PACKAGES (the metrics file and alert rules tests)" >&2
+    # shellcheck disable=SC2086 # one word per package
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $PROMETHEUS_PACKAGES
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+      systemctl disable --now $PROMETHEUS_PACKAGES >/dev/null 2>&1 || true
+    fi
+  else
+    echo "setup: no prometheus/node_exporter and no apt-get: install Prometheus 2.x (prometheus, promtool) and" \
+         "node_exporter to run the metrics tests" >&2; exit 2
+  fi
+fi
 # The driver JVM's class-data sharing archive (auditor/perf/jvmcache.py): one training scan of a
 # sample capture (about a minute), then every embedded Spark session of the tests starts ~3 s sooner.
 # `make jvm-cache` builds it for a demo install; its absence is never an error.

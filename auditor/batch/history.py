@@ -123,7 +123,16 @@ def summary(spark, uri: str, run: int) -> dict[str, int]:
 
 def reported_in(spark, uri: str, run: int) -> list[dict]:
     """The findings run ``run`` reported (open, last seen in it), as the rules returned them."""
-    from pyspark.sql import functions as F
+    return _open(spark, uri, f"last_seen_run = {int(run)}")
 
-    df = spark.read.format("delta").load(uri).where((F.col("last_seen_run") == run) & (F.col("status") == "open"))
+
+def open_findings(spark, uri: str) -> list[dict]:
+    """Every finding open in the history, as the rules last returned it: what is open now, also
+    of rules the latest run did not evaluate (``--rule``), whose findings it left as they were
+    (``batch --metrics``)."""
+    return _open(spark, uri)
+
+
+def _open(spark, uri: str, where: str = "TRUE") -> list[dict]:
+    df = spark.read.format("delta").load(uri).where(f"status = 'open' AND ({where})")
     return [r.asDict(recursive=True) for r in df.select("finding_key", *LATEST).collect()]

@@ -61,6 +61,7 @@ class BatchResult:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     bad_files: list[dict] = field(default_factory=list)
     findings: list[dict] = field(default_factory=list)
+    clusters: list[str] = field(default_factory=list)  # every cluster the warehouse's files belong to (the ledger's)
 
     def summary(self) -> dict:
         return {
@@ -229,4 +230,5 @@ def _run(spark, inputs: list[str], wh: str, *, split_bytes: int, options: AuditO
         files_decoded=files_decoded, files_gone=len(cs.gone), rows_written=rows_written,
         findings_open=counts["open"], findings_new=counts["new"], findings_resolved=counts["resolved"], fresh=fresh,
         stage_seconds=stage, bad_files=bad, findings=findings, audited=audited,
+        clusters=sorted({e["cluster_id"] for e in cs.ledger if e.get("cluster_id")}),
     )

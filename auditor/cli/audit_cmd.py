@@ -18,6 +18,7 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.markdown import Markdown
@@ -30,6 +31,10 @@ from auditor.cli.progress import StageProgress
 from auditor.cli.report_cmd import InputError, emit_report, exit_with, make_filters, report_options
 from auditor.engine.rule import discover
 from auditor.report import from_audit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.engine.runner import AuditResult
+    from auditor.report.metrics import MetricsRun
 
 
 AS_OF_FORMATS = "epoch ms, 'now' or ISO-8601 (2026-11-25T18:00:00Z)"
@@ -408,7 +413,8 @@ def _readable(files: list[dict], quiet: bool) -> int:
     return len(readable)
 
 
-def _record(metrics, res, rules, max_timeout_ms: int, files_decoded: int) -> None:
+def _record(metrics: MetricsRun, res: AuditResult, rules: tuple[str, ...], max_timeout_ms: int,
+            files_decoded: int) -> None:
     """``--metrics``: every finding of the audit (the report's filters choose what it shows, not
     what is open), the clusters the report knows, the kinds of the rules that ran."""
     from auditor.engine.runner import select_rules

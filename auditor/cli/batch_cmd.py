@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from auditor.report.console import err, safe
 from auditor.cli.ingest_cmd import EXPECTED_INPUT, BadInput, verbose_option
+from auditor.cli.metrics_option import metrics_option
 from auditor.engine.rule import SEVERITIES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auditor.batch.job import BatchResult
+    from auditor.report.metrics import MetricsRun
 
 
 @click.command("batch")
@@ -34,8 +40,9 @@ from auditor.engine.rule import SEVERITIES
                    "exit 0; query the findings table to alert).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
 @verbose_option
+@metrics_option
 def batch_cmd(inputs, remote_stores, warehouse, master, confs, split_mb, rules, max_timeout_ms, allow_empty_input, fail_on,
-              quiet) -> None:
+              quiet, metrics) -> None:
     """Decode what is new under the inputs into Delta tables, run every rule, and
     merge the findings into a history table.
 
@@ -50,6 +57,8 @@ def batch_cmd(inputs, remote_stores, warehouse, master, confs, split_mb, rules, 
       txn-audit batch --input /mnt/b1 --input /mnt/b2 --warehouse /shared/wh \\
           --master spark://spark-master:7077
       txn-audit batch --input /var/lib/kafka/data --warehouse wh --fail-on critical
+      txn-audit batch --input /var/lib/kafka/data --warehouse wh \\
+          --metrics /var/lib/prometheus/node-exporter/txn_audit.prom
 
     \b
     Exit status: 0 the run completed (findings are data, see the findings
@@ -100,14 +109,30 @@ def batch_cmd(inputs, remote_stores, warehouse, master, confs, split_mb, rules, 
         sys.exit(2)
     except WarehouseBusy as exc:
         err.print(f"[red]error:[/red] {safe(exc)}")
+        metrics.skipped()  # the run that holds the lock writes the file
         sys.exit(3)
     if not quiet:
         for f in result.bad_files:
             pos = f"byte {f['error_position']}" if f["error_position"] is not None else "whole file"
             err.print(f"[yellow]{safe(f['status'])}[/yellow] {safe(f['path'])} at {pos}: "
                       f"{safe(f['error_message'] or f['note'] or '')}")
+    if metrics.path:
+        _record(spark, metrics, result, max_timeout_ms)
     sys.stdout.write(json.dumps(result.summary()) + "\n")  # one line: appendable to a .jsonl log
     if fail_on != "never":
         from auditor.report.model import fails
 
         sys.exit(1 if fails(result.findings, fail_on) else 0)
+
+
+def _record(spark, metrics: MetricsRun, result: BatchResult, max_timeout_ms: int) -> None:
+    """``--metrics``: what is open in the warehouse's findings table now (also the findings of
+    rules this run did not evaluate, which it left open), every cluster of its ledger, every
+    rule's kinds."""
+    from auditor.batch.history import open_findings
+    from auditor.batch.job import paths
+    from auditor.engine.rule import discover
+    from auditor.report.metrics import Outcome
+
+    findings = open_findings(spark, paths(result.warehouse)["findings"])
+    metrics.succeeded(Outcome(findings, result.clusters, discover(), result.files_decoded, max_timeout_ms))
