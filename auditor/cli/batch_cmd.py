@@ -73,27 +73,12 @@ def batch_cmd(inputs, remote_stores, warehouse, master, confs, split_mb, rules, 
     crash.prepare()  # before the JVM starts (test hook; no-op unless TXN_AUDIT_CRASH_AT is set)
     inputs = tuple(inputs) + tuple(remote_stores)  # tiered storage: read like another input
     from auditor.batch.deltaio import DeltaUnavailable
-    from auditor.batch.job import InputError, input_path, run_batch
+    from auditor.batch.job import InputError, run_batch
     from auditor.batch.lock import WarehouseBusy
-    from auditor.spark.session import get_spark, parse_conf
+    from auditor.spark.session import get_spark
     from auditor.engine.context import AuditOptions
 
-    from auditor.engine.runner import select_rules
-    from auditor.engine.rule import discover
-
-    try:
-        conf = parse_conf(confs)
-        roots = [input_path(i) for i in inputs]
-        select_rules(discover(), rules)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    import os
-
-    from auditor.ingest.storage import is_remote
-
-    gone = [given for given, root in zip(inputs, roots) if not is_remote(root) and not os.path.exists(root)]
-    if gone:  # before the JVM starts; remote inputs are looked at by the run (nothing written if missing)
-        raise BadInput("; ".join(f"--input {g}: does not exist" for g in gone) + f". Expected: {EXPECTED_INPUT[9:]}.")
+    conf = _checked_arguments(inputs, confs, rules)
     spark = get_spark(master, conf, app_name="txn-audit-batch")
 
     def progress(msg: str) -> None:
@@ -136,3 +121,27 @@ def _record(spark, metrics: MetricsRun, result: BatchResult, max_timeout_ms: int
 
     findings = open_findings(spark, paths(result.warehouse)["findings"])
     metrics.succeeded(Outcome(findings, result.clusters, discover(), result.files_decoded, max_timeout_ms))
+
+
+def _checked_arguments(inputs, confs, rules) -> dict:
+    """The Spark conf, once the arguments are known good: a usage error (status 2) for a bad --conf
+    or --rule, a missing local input reported before the JVM starts (remote inputs are looked at by
+    the run, which writes nothing when they are missing)."""
+    import os
+
+    from auditor.batch.job import input_path
+    from auditor.engine.rule import discover
+    from auditor.engine.runner import select_rules
+    from auditor.ingest.storage import is_remote
+    from auditor.spark.session import parse_conf
+
+    try:
+        conf = parse_conf(confs)
+        roots = [input_path(i) for i in inputs]
+        select_rules(discover(), rules)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    gone = [given for given, root in zip(inputs, roots) if not is_remote(root) and not os.path.exists(root)]
+    if gone:
+        raise BadInput("; ".join(f"--input {g}: does not exist" for g in gone) + f". Expected: {EXPECTED_INPUT[9:]}.")
+    return conf
