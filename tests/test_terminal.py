@@ -108,7 +108,8 @@ def test_report_fits_the_terminal_and_its_first_screen_is_the_answer(findings_di
     assert any(ln.strip() == abort for ln in screen[header:]), "\n".join(screen)
     assert f"{crit['topic']}-{crit['partition']}@{crit['first_offset']}" in "\n".join(screen[header:header + 2])
     # the next forensic command, unwrapped
-    start = crit["evidence"].get("previous_marker_offset") if crit["kind"] == "late-write" else None
+    evidence = dict(crit["evidence"] or [])  # the findings table's map<string,string>: (key, value) pairs
+    start = evidence.get("previous_marker_offset") if crit["kind"] == "late-write" else None
     start = crit["first_offset"] if start is None else start  # a late write's: the marker it follows
     timeline = f"txn-audit timeline <TABLES> --topic {crit['topic']} --partition {crit['partition']} --from {start}"
     assert any(ln.strip().startswith(timeline) for ln in lines)
