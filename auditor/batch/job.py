@@ -142,6 +142,27 @@ def run_batch(
                     allow_empty_input=allow_empty_input, progress=progress)
 
 
+def _written_by_run(spark, wh: str, cs, dec, info) -> tuple[int, dict]:
+    """(files decoded, rows written per table) by the run: this attempt's, or, when an earlier attempt
+    of the run decoded files and committed the ledger before it was killed, the whole run's."""
+    by_run = {e["path"] for e in cs.ledger if e["run"] == info.run}
+    if info.resumed and not by_run <= cs.changed_paths:
+        return len(by_run), rows_of_files(spark, wh, by_run)
+    return len(cs.changed), dec.rows_written
+
+
+def _audit(spark, p: dict, info, key: str, options: AuditOptions | None, only, say) -> tuple[list[dict], bool]:
+    """The run's findings and whether the rules ran: the last finished run's findings when nothing the
+    audit depends on changed since (same ``audit_key``: files, fingerprints, rules, options), else the
+    rules' on the tables."""
+    prev = runs.last_finished(info)
+    if prev is not None and prev.get("audit_key") == key and is_delta(spark, p["findings"]):
+        say(f"nothing the audit depends on changed since run {prev['run']}: its findings stand")
+        return history.reported_in(spark, p["findings"], prev["run"]), False
+    say("rules")
+    return run_rules(spark, p["tables"], options, only).findings, True
+
+
 def _run(spark, inputs: list[str], wh: str, *, split_bytes: int, options: AuditOptions | None,
          only: list[str] | tuple[str, ...], allow_empty_input: bool, progress: Progress | None) -> BatchResult:
     say = progress or (lambda _m: None)
@@ -191,15 +212,7 @@ def _run(spark, inputs: list[str], wh: str, *, split_bytes: int, options: AuditO
 
     rule_ids = [r.id for r in select_rules(discover(), only)]
     key = audit_key(rule_ids, options or AuditOptions(), cs.ledger)
-    prev = runs.last_finished(info)
-    if prev is not None and prev.get("audit_key") == key and is_delta(spark, p["findings"]):
-        # the tables hold what they held when run `prev` audited them (same files, same
-        # fingerprints), and rules and options are the same: so are the findings
-        say(f"nothing the audit depends on changed since run {prev['run']}: its findings stand")
-        findings, audited = history.reported_in(spark, p["findings"], prev["run"]), False
-    else:
-        say("rules")
-        findings, audited = run_rules(spark, p["tables"], options, only).findings, True
+    findings, audited = _audit(spark, p, info, key, options, only, say)
     t = lap("audit", t)
     crash.point("before-merge")
     with crash.during("merge", spark):
@@ -211,12 +224,7 @@ def _run(spark, inputs: list[str], wh: str, *, split_bytes: int, options: AuditO
     from auditor.ingest.inventory import CLEAN_STATUSES
 
     bad = [f for f in dec.inventory if f["status"] not in CLEAN_STATUSES]
-    files_decoded, rows_written = len(cs.changed), dec.rows_written
-    by_run = {e["path"] for e in cs.ledger if e["run"] == info.run}
-    if info.resumed and not by_run <= cs.changed_paths:
-        # an earlier attempt of this run decoded files and committed the ledger before it was
-        # killed: the run's record counts what the run wrote, not only this attempt
-        files_decoded, rows_written = len(by_run), rows_of_files(spark, wh, by_run)
+    files_decoded, rows_written = _written_by_run(spark, wh, cs, dec, info)
     seconds = time.monotonic() - t_start
     runs.finish(spark, p["runs"], info, {
         "finished_at_ms": int(time.time() * 1000), "inputs": roots, "files_seen": len(cs.changed) + cs.unchanged,
