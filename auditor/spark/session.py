@@ -54,6 +54,12 @@ _LOCAL_DEFAULTS = {
     "spark.sql.sources.partitionOverwriteMode": "static",
     "spark.python.worker.reuse": "true",
     "spark.ui.showConsoleProgress": "false",
+    # Spark keeps each SQL execution's description for its UI (1,000 by default, even with the UI
+    # off), and an audit's plans describe themselves in up to 1.3 MB of text (14 executions, 7 MB
+    # for six captures): a long-lived embedded driver (a test run, a notebook) filled a 4 GiB heap
+    # with them (GC overhead limit exceeded). The embedded tool reads none; under spark-submit the
+    # cluster's UI settings are the user's.
+    "spark.sql.ui.retainedExecutions": "20",
 }
 
 
