@@ -191,9 +191,11 @@ def test_table_commands_one_abort_per_finding_and_advice_once_per_kind():
         "kafka-transactions.sh --bootstrap-server <broker:port> abort --topic payments --partition 3 --start-offset 10",
         "kafka-transactions.sh --bootstrap-server <broker:port> abort --topic orders --partition 0 --start-offset 100",
     ]
-    # the older-broker form as a comment: pasting a finding's commands aborts it once
-    assert ("# brokers before 3.0: kafka-transactions.sh --bootstrap-server <broker:port> abort --topic payments "
-            "--partition 3 --producer-id 8 --producer-epoch 0 --coordinator-epoch 0") in lines
+    # the older-broker form is left to the other formats (every supported broker takes --start-offset);
+    # Markdown gives it as a comment: pasting an incident's commands aborts it once
+    older = ("# brokers before 3.0: kafka-transactions.sh --bootstrap-server <broker:port> abort --topic payments "
+             "--partition 3 --producer-id 8 --producer-epoch 0 --coordinator-epoch 0")
+    assert older not in lines and older in render(build_report(SAMPLE), "markdown").splitlines()
     hanging_advice = [ln for ln in lines if ln.startswith("advice: after the abort")]
     assert len(hanging_advice) == 1  # two hanging findings, one advice
     # the next forensic command under each finding with a partition; one cluster: no --cluster
@@ -390,13 +392,18 @@ def test_table_summary_is_compact_and_groups_input_lacks():
     rep = build_report(SAMPLE[:2], summary=summary, run={"as_of_ms": T0 + 10_000, "source": "/f"})
     text = render_table(rep, width=120)
     head = text.split("\n\n", 1)[0].splitlines()
-    assert head[0] == "txn-audit report · /f" and head[1] == "2 findings: 1 critical, 1 error"
-    assert head[2] == "1 cluster (c1), 1 broker, 4 partitions, 79 batches · ages as of 2024-05-01T12:00:10.000Z"
-    assert head[3].startswith("Transactions: 3 committed, 1 open · versions 2")
+    assert head[0] == "txn-audit report" and head[1] == "2 findings: 1 critical, 1 error"
+    assert head[2] == "1 cluster (c1), 1 broker, 4 partitions, 79 batches"
+    assert head[3] == "Ages as of 2024-05-01T12:00:10.000Z"  # a run that does not say its source (older)
+    assert head[4].startswith("Transactions: 3 committed, 1 open · versions 2")
     assert "Input lacks:" in head and (
         "  - no __transaction_state partition given (clusters c0, c1, c2 +2 more)") in head
     assert "  - no log-start-offset-checkpoint given (log dir /d/b1)" in head
-    assert "Inputs: /in/a" in text and "Brokers (log dirs): 1:/d/b1" in text
+    # one input and one broker are named above (or typed by the user): not listed again
+    assert "Inputs:" not in text and "Brokers (log dirs):" not in text
+    two = build_report(SAMPLE[:2], summary={**summary, "inputs": ["/in/a", "/in/b"], "brokers": [
+        {"broker_id": 1, "log_dir": "/d/b1"}, {"broker_id": 2, "log_dir": "/d/b2"}]}, run={"source": "/f"})
+    assert "Inputs: /in/a, /in/b" in render_table(two) and "Brokers (log dirs): 1:/d/b1, 2:/d/b2" in render_table(two)
 
 
 def test_report_runs_without_spark(tmp_path):

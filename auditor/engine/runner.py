@@ -27,6 +27,7 @@ class AuditResult:
     rule_seconds: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     as_of_ms: int = 0
+    as_of_given: bool = False  # --as-of given; else as_of_ms is the newest record of each cluster's input
     summary: dict = field(default_factory=dict)  # report data (``report=True``): see auditor.report.spark.data
     plots: dict = field(default_factory=dict)
     report_error: str | None = None  # report data could not be computed (findings are still complete)
@@ -82,7 +83,7 @@ def audit(
     if small is None:  # a context that counts rows only when asked (Delta) counts batches here
         small = small_audit(ctx.table_rows)
     ctx.single_partition = small
-    result = AuditResult(findings=[])
+    result = AuditResult(findings=[], as_of_given=ctx.options.as_of_ms is not None)
     try:
         with sql_conf(spark, small_sql_conf() if small else {}), call_site(spark, "txn-audit audit"):
             _run(ctx, rules, result, progress, report, release=not small)
@@ -282,7 +283,8 @@ def write_findings(spark, result: AuditResult, out: str) -> None:
     run_id = new_run_id()
     rows = [{**f, "evidence": stored_evidence(f.get("evidence"))} for f in result.findings]
     table = pa.Table.from_pylist(rows, schema=findings_arrow_schema())
-    manifest = {"run_id": run_id, "as_of_ms": result.as_of_ms, "rule_seconds": result.rule_seconds,
+    manifest = {"run_id": run_id, "as_of_ms": result.as_of_ms, "as_of_given": result.as_of_given,
+                "rule_seconds": result.rule_seconds,
                 "skipped": result.skipped, "findings": len(rows)}
     if result.summary:
         from auditor.report.spark.data import REPORT_DATA_VERSION

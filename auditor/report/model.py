@@ -255,6 +255,61 @@ def coordinator_epoch(f: dict) -> str | None:
     return None if v in (None, "") else str(v)
 
 
+# -- incidents ------------------------------------------------------------------
+#
+# One problem often gives several findings: a hanging transaction and the last stable offset it
+# pins are reported by two rules (``hanging-transaction``, ``stuck-lso``) about the same open
+# transaction. The report shows them as one incident -- one block, one set of commands -- and the
+# JSON links them by ``incident``. Findings are one incident when they name the same transaction:
+# cluster, topic-partition, producer id and epoch, and first offset (stuck-lso's first offset is
+# the pinning transaction's). Any other finding is an incident of its own.
+
+
+def incident_key(f: dict) -> tuple:
+    """What makes findings one incident (see above); a finding naming no transaction keys alone."""
+    if f.get("topic") is None or f.get("producer_id") is None or f.get("first_offset") is None:
+        return ("finding", f.get("rule"), f.get("kind"), f.get("cluster_id"), f.get("topic"), f.get("partition"),
+                f.get("producer_id"), f.get("first_offset"), f.get("broker_id"), f.get("log_dir"))
+    return ("transaction", f.get("cluster_id"), f["topic"], f.get("partition"), f["producer_id"],
+            f.get("producer_epoch"), f["first_offset"])
+
+
+def incident_id(f: dict) -> str:
+    """A short id of ``f``'s incident, the same in every run that finds it (a hash of its key)."""
+    import hashlib
+
+    return "i-" + hashlib.sha1(json.dumps(incident_key(f), default=str).encode()).hexdigest()[:10]
+
+
+@dataclass
+class Incident:
+    """Findings about one problem, worst first (:func:`group_incidents`)."""
+
+    id: str
+    findings: list[dict]
+
+    @property
+    def lead(self) -> dict:
+        """The finding the incident is reported under: its most severe."""
+        return self.findings[0]
+
+    @property
+    def severity(self) -> str:
+        return self.lead["severity"]
+
+
+def group_incidents(findings: list[dict]) -> list[Incident]:
+    """``findings`` (ordered, :func:`order_findings`) as incidents, in the order of each one's lead."""
+    groups: dict[str, Incident] = {}
+    for f in findings:
+        key = incident_id(f)
+        if key in groups:
+            groups[key].findings.append(f)
+        else:
+            groups[key] = Incident(key, [f])
+    return list(groups.values())
+
+
 # -- the report -----------------------------------------------------------------
 
 
@@ -279,6 +334,33 @@ class Report:
         for f in self.findings:
             counts[f["severity"]] = counts.get(f["severity"], 0) + 1
         return counts
+
+    def as_of_source(self) -> str | None:
+        """Where the reference instant of every age comes from: ``given`` (``--as-of``) or
+        ``newest-record`` (the newest batch or coordinator record of each cluster's input: an
+        offline copy has no "now", and the wall clock would age every transaction open when the
+        copy was taken); None when the run did not say (a findings directory of an older version)."""
+        given = self.run.get("as_of_given")
+        return None if given is None or not self.run.get("as_of_ms") else ("given" if given else "newest-record")
+
+    def as_of_text(self) -> str | None:
+        """The reference instant and its source, as the report headers say it."""
+        ms = self.run.get("as_of_ms")
+        if not ms:
+            return None
+        source = {"given": "given with --as-of",
+                  "newest-record": "the newest record read; --as-of now for the present"}.get(self.as_of_source())
+        return f"Ages as of {format_time(ms)}" + (f" ({source})" if source else "")
+
+    def incidents_by_severity(self) -> dict[str, int]:
+        counts = {s: 0 for s in reversed(SEVERITIES)}
+        for inc in self.incidents():
+            counts[inc.severity] = counts.get(inc.severity, 0) + 1
+        return counts
+
+    def incidents(self) -> list[Incident]:
+        """The findings as incidents (:func:`group_incidents`), worst first."""
+        return group_incidents(self.findings)
 
     def by_rule(self) -> dict[str, list[dict]]:
         """Findings grouped by rule, rules ordered by their most severe finding."""
@@ -313,6 +395,7 @@ class Report:
         """A finding as the JSON formats write it (docs/report-format.md)."""
         out = dict(f)
         out["remediation_commands"] = self.commands(f)
+        out["incident"] = incident_id(f)
         return out
 
     def summary_json(self) -> dict:
@@ -325,6 +408,8 @@ class Report:
             "filters": self.filters.describe(),
             "run_id": self.run.get("run_id"),
             "as_of_ms": self.run.get("as_of_ms"),
+            "as_of_source": self.as_of_source(),
+            "incidents": self.incidents_by_severity(),
             "skipped_rules": self.run.get("skipped") or {},
         })
         return s
@@ -348,7 +433,8 @@ def build_report(findings: Iterable[dict], *, summary: dict | None = None, plots
 def from_audit(result, filters: Filters | None = None, bootstrap_server: str | None = None,
                source: str | None = None) -> Report:
     """A report of an :class:`~auditor.engine.runner.AuditResult` (``scan`` / ``audit``)."""
-    run = {"run_id": getattr(result, "run_id", None), "as_of_ms": result.as_of_ms, "skipped": dict(result.skipped),
+    run = {"run_id": getattr(result, "run_id", None), "as_of_ms": result.as_of_ms,
+           "as_of_given": getattr(result, "as_of_given", False), "skipped": dict(result.skipped),
            "rule_seconds": dict(result.rule_seconds), "source": source}
     return build_report(result.findings, summary=result.summary, plots=result.plots, run=run, filters=filters,
                         bootstrap_server=bootstrap_server)
@@ -390,7 +476,7 @@ def load_findings_dir(path: str | Path) -> tuple[list[dict], dict, dict]:
 
 def load_report(path: str | Path, filters: Filters | None = None, bootstrap_server: str | None = None) -> Report:
     rows, manifest, plots = load_findings_dir(path)
-    run = {k: manifest.get(k) for k in ("run_id", "as_of_ms", "skipped", "rule_seconds")}
+    run = {k: manifest.get(k) for k in ("run_id", "as_of_ms", "as_of_given", "skipped", "rule_seconds")}
     run["source"] = str(Path(path).absolute())
     return build_report(rows, summary=manifest.get("summary") or {}, plots=plots, run=run, filters=filters,
                         bootstrap_server=bootstrap_server)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from auditor.report.model import Report, format_time, one_line
-from auditor.report.render_table import COLUMNS, remediation_lines, summary_rows
+from auditor.report.render_table import COLUMNS, also_text, incident_commands, location, summary_rows
 
 # punctuation that means something inline or in a GFM table cell: emphasis, code, links (``]``
 # starts none once ``[`` and ``]`` are escaped), strikethrough, math, mentions and issue refs.
@@ -43,6 +43,30 @@ def _table(headers: list[str], rows: list[list[str]], align: list[str] | None = 
     return out
 
 
+def _incidents(report: Report) -> list[str]:
+    """One section per incident above info (:meth:`Report.incidents`), worst first: what its lead
+    finding says, one line per further finding, its commands in one block, the lead's advice."""
+    lines: list[str] = []
+    shown = [inc for inc in report.incidents() if inc.severity != "info"]
+    if shown:
+        lines += ["## Incidents", ""]
+    for n, inc in enumerate(shown, 1):
+        f = inc.lead
+        where = location(f)
+        lines += [f"### {n}. {md_text(f['severity'])}: {md_text(f.get('rule'))}/{md_text(f.get('kind'))}"
+                  + (f" at {md_text(where)}" if where else ""), "", md_text(f.get("message")), ""]
+        lines += [f"- {md_text(also_text(other))}" for other in inc.findings[1:]]
+        if len(inc.findings) > 1:
+            lines.append("")
+        cmds = [one_line(c) for c in incident_commands(report, inc)]
+        cmds += [one_line(f"# {c['applies_to']}: {c['command']}") for c in report.commands(f) if c["applies_to"]]
+        if cmds:
+            lines += [md_code_block(cmds), ""]
+        if f.get("remediation"):
+            lines += [f"Advice: {md_text(f['remediation'])}", ""]
+    return lines
+
+
 def render_markdown(report: Report) -> str:
     lines: list[str] = ["# txn-audit report", ""]
     lines += _table(["", ""], [[f"**{label}**", md_text(value)] for label, value in summary_rows(report)])
@@ -50,8 +74,10 @@ def render_markdown(report: Report) -> str:
     if not report.findings:
         lines += ["No findings" + (" match the filters." if report.filters.active else "."), ""]
         return "\n".join(lines)
+    lines += _incidents(report)
+    lines += ["## Findings by rule", ""]
     for rule, fs in report.by_rule().items():
-        lines += [f"## {md_text(rule)} ({len(fs)})", ""]
+        lines += [f"### {md_text(rule)} ({len(fs)})", ""]
         values = {h: [fn(f) for f in fs] for h, fn in COLUMNS}
         kept = [h for h, _ in COLUMNS if any(values[h])]
         headers = ["#", "Severity", *kept, "Message"]
@@ -70,9 +96,6 @@ def render_markdown(report: Report) -> str:
                 lines.append(f"- **[{i + 1}]** " + "; ".join(f"{md_text(k)}: {md_text(v)}" for k, v in ev.items()
                                                           if v not in (None, "")))
             lines += ["", "</details>", ""]
-        rem = remediation_lines(report, fs)
-        if rem:
-            lines += ["Remediation:", "", md_code_block(rem), ""]
     if report.run.get("as_of_ms"):
         lines.append(f"<sub>txn-audit · run {md_text(report.run.get('run_id') or '-')} · ages as of "
                      f"{md_text(format_time(report.run['as_of_ms']))}</sub>")

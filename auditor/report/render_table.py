@@ -34,7 +34,7 @@ from typing import Callable
 from rich.console import Console
 from rich.text import Text
 
-from auditor.report.model import Report, coordinator_epoch, format_duration, format_time, one_line
+from auditor.report.model import Incident, Report, coordinator_epoch, format_duration, format_time, one_line
 
 SEVERITY_STYLE = {"critical": "bold white on red", "error": "bold red", "warning": "yellow", "info": "cyan"}
 SEVERITY_WIDTH = max(len(s) for s in SEVERITY_STYLE)
@@ -90,8 +90,8 @@ def summary_rows(report: Report) -> list[tuple[str, str]]:
         tr = s.get("time_range") or {}
         if tr.get("first_ms") is not None:
             rows.append(("Time range", f"{format_time(tr['first_ms'])} … {format_time(tr['last_ms'])}"))
-    if report.run.get("as_of_ms"):
-        rows.append(("Ages as of", format_time(report.run["as_of_ms"])))
+    if report.as_of_text():
+        rows.append(("Ages as of", report.as_of_text().removeprefix("Ages as of ")))
     sev = report.by_severity()
     text = ", ".join(f"{n} {k}" for k, n in sev.items())
     if report.filters.active:
@@ -125,24 +125,6 @@ def transaction_versions_text(tv: dict) -> str:
     if cv:
         parts.append("coordinator client versions: " + ", ".join(f"v{k} ×{n}" for k, n in cv.items()))
     return seen + (f" ({'; '.join(parts)})" if parts else "")
-
-
-def remediation_lines(report: Report, findings: list[dict]) -> list[str]:
-    """The paste-able block under a rule's table (see the module docstring)."""
-    lines: list[str] = []
-    prose: list[str] = []
-    for i, f in enumerate(findings):
-        if f.get("remediation") and f["remediation"] not in prose:
-            prose.append(f["remediation"])
-        cmds = report.commands(f)
-        if not cmds:
-            continue
-        where = f"{one_line(f.get('topic'))}-{f.get('partition')} " if f.get("topic") is not None else ""
-        lines.append(f"# [{i + 1}] {where}from offset {f.get('first_offset')} (producer {f.get('producer_id')})")
-        for c in cmds:
-            lines.append(one_line(c["command"] if not c["applies_to"] else f"# {c['applies_to']}: {c['command']}"))
-    return [f"# {one_line(p)}" for p in prose] + lines
-
 
 
 # -- text layout -----------------------------------------------------------------------------------
@@ -187,6 +169,9 @@ def _findings_line(report: Report) -> str:
     text = _plural(n, "finding") + (f": {sev}" if sev else "")
     if report.filters.active:
         text += f" (of {report.total_findings} before filters)"
+    incidents = len(report.incidents())
+    if incidents < n:
+        text += f" · {_plural(incidents, 'incident')}"
     return text
 
 
@@ -220,10 +205,7 @@ def summary_lines(report: Report) -> list[tuple[str, str]]:
     item of the list its previous line labels."""
     s = report.summary
     lines: list[tuple[str, str]] = []
-    title = "txn-audit report"
-    if report.run.get("source"):
-        title += " · " + one_line(report.run["source"])
-    lines.append(("bold", title))
+    lines.append(("bold", "txn-audit report"))
     lines.append(("findings", _findings_line(report)))
     scope = []
     if s:
@@ -236,20 +218,21 @@ def summary_lines(report: Report) -> list[tuple[str, str]]:
             scope.append(_plural(len(s["brokers"]), "broker") + (" (log dirs)" if len(s["brokers"]) > 1 else ""))
         scope.append(_plural(s.get("partitions", 0), "partition"))
         scope.append(_plural(s.get("batches", 0), "batch", "batches"))
-    text = ", ".join(scope)
-    if report.run.get("as_of_ms"):
-        text += (" · " if text else "") + "ages as of " + format_time(report.run["as_of_ms"])
-    if text:
-        lines.append(("", text))
+    if scope:
+        lines.append(("", ", ".join(scope)))
+    tr = s.get("time_range") or {}
+    newest = report.as_of_source() == "newest-record" and report.run.get("as_of_ms") == tr.get("last_ms")
+    if report.as_of_text() and not newest:
+        lines.append(("", report.as_of_text()))
     if s:
         tx = s.get("transactions") or {}
         names = {"commit": "committed", "abort": "aborted", "open": "open", "marker-only": "marker-only"}
         text = "Transactions: " + (", ".join(f"{n:,} {names.get(k, k)}" for k, n in tx.items()) or "none")
-        text += " · versions " + transaction_versions_text(s.get("transaction_versions") or {})
-        lines.append(("", text))
-        tr = s.get("time_range") or {}
+        seen = ", ".join((s.get("transaction_versions") or {}).get("seen") or [])
+        lines.append(("", text + (f" · versions {seen}" if seen else "")))
         if tr.get("first_ms") is not None:
-            lines.append(("", f"Time range: {format_time(tr['first_ms'])} … {format_time(tr['last_ms'])}"))
+            ages = ", ages as of its end" if newest else ""
+            lines.append(("", f"Data {format_time(tr['first_ms'])} … {format_time(tr['last_ms'])}{ages}"))
     if report.filters.active:
         lines.append(("", "Filters: " + "; ".join(f"{k}={v}" for k, v in report.filters.describe().items())))
     if report.run.get("skipped"):
@@ -264,10 +247,12 @@ def summary_lines(report: Report) -> list[tuple[str, str]]:
 
 
 def scope_lines(report: Report) -> list[str]:
-    """What the summary counts, listed (after the findings): inputs, clusters, brokers."""
+    """What the summary counts, listed (after the findings) when it is more than one: inputs,
+    clusters, brokers (one of each is what the user typed, or is named in the summary). The
+    findings directory of ``report DIR`` is what the user typed: not repeated."""
     s = report.summary
     out = []
-    if report.summary.get("inputs"):
+    if len(s.get("inputs") or []) > 1:
         shown = [one_line(i) for i in s["inputs"][:5]]
         more = f" (+{len(s['inputs']) - 5} more)" if len(s["inputs"]) > 5 else ""
         out.append(f"Inputs: {', '.join(shown)}{more}")
@@ -275,7 +260,7 @@ def scope_lines(report: Report) -> list[str]:
         cs = s["clusters"]
         out.append("Clusters: " + ", ".join(one_line((c or {}).get("cluster_id")) or "?" for c in cs[:5])
                    + (f" (+{len(cs) - 5} more)" if len(cs) > 5 else ""))
-    if s.get("brokers"):
+    if len(s.get("brokers") or []) > 1:
         bs = s["brokers"]
         out.append("Brokers (log dirs): " + ", ".join(f"{one_line(b.get('broker_id')) or '?'}:{one_line(b.get('log_dir')) or '?'}"
                                                       for b in bs[:5]) + (f" (+{len(bs) - 5} more)" if len(bs) > 5 else ""))
@@ -324,24 +309,71 @@ def header_fields(f: dict, cluster: bool = False, broker: bool = False) -> list[
     return fields
 
 
-def finding_lines(report: Report, f: dict, width: int, *, cluster: bool = False, broker: bool = False,
-                  advice: bool = True) -> list[tuple[str, str, bool]]:
-    """A finding as (style, text, is_command) lines; commands are never wrapped."""
-    sev = one_line(f.get("severity"))
-    lead = sev.ljust(SEVERITY_WIDTH) + "  "
+def command_lines(command: str, width: int, first: str = INDENT, rest: str = INDENT * 3) -> list[str]:
+    """A shell command on lines of at most ``width``: broken only between an option's words
+    and the next option (``--topic T`` stays together), each broken line ending in `` \\``
+    so the lines pasted together are the command; a word longer than a line stays whole."""
+    import shlex
+
+    lex = shlex.shlex(command, posix=False)
+    lex.whitespace_split = True
+    lex.commenters = ""
+    groups: list[str] = []
+    for word in lex:
+        if groups and not word.startswith("--"):
+            groups[-1] += " " + word
+        else:
+            groups.append(word)
+    lines: list[str] = []
+    line = first
+    for g in groups:
+        if line.strip() and len(line) + 1 + len(g) + 2 > max(width, MIN_WIDTH):
+            lines.append(line + " \\")
+            line = rest + g
+        else:
+            line += (" " if line.strip() else "") + g
+    lines.append(line)
+    return lines
+
+
+def also_text(f: dict) -> str:
+    """A further finding of an incident, in one sentence: severity, rule/kind and what its
+    message says before its explanation (the part before the first ``: ``)."""
+    msg = one_line(f.get("message"))
+    head = msg.split(": ", 1)[0] if ": " in msg else msg
+    return f"also {one_line(f.get('severity'))} {one_line(f.get('rule'))}/{one_line(f.get('kind'))}: {head}"
+
+
+def incident_commands(report: Report, incident: Incident) -> list[str]:
+    """The commands of an incident, each once, in its findings' order, then the next forensic
+    command of its lead. The form for brokers before 3.0 (``applies_to``) is left to the other
+    formats: every broker this tool supports takes ``--start-offset``."""
+    out: list[str] = []
+    for f in incident.findings:
+        for c in report.commands(f):
+            if not c["applies_to"] and c["command"] not in out:
+                out.append(c["command"])
+    nxt = report.next_command(incident.lead)
+    if nxt:
+        out.append(nxt)
+    return out
+
+
+def incident_lines(report: Report, incident: Incident, width: int, *, cluster: bool = False, broker: bool = False,
+                   advice: bool = True) -> list[tuple[str, str, bool]]:
+    """An incident as (style, text, is_command) lines: its lead finding's header and message, one
+    sentence per further finding, the commands wrapped with continuations, the lead's advice."""
+    f = incident.lead
+    lead = one_line(f.get("severity")).ljust(SEVERITY_WIDTH) + "  "
     out: list[tuple[str, str, bool]] = []
     head = pack(header_fields(f, cluster, broker), width - len(lead), " " * len(lead))
     out.append(("header", lead + head[0], False))
     out += [("bold", line, False) for line in head[1:]]
     out += [("", line, False) for line in wrap(one_line(f.get("message")), width, INDENT, INDENT)]
-    for c in report.commands(f):
-        if c["applies_to"]:
-            out.append(("dim", INDENT + one_line(f"# {c['applies_to']}: {c['command']}"), True))
-        else:
-            out.append(("command", INDENT + one_line(c["command"]), True))
-    nxt = report.next_command(f)
-    if nxt:
-        out.append(("command", INDENT + one_line(nxt), True))
+    for other in incident.findings[1:]:
+        out += [("dim", line, False) for line in wrap(also_text(other), width, INDENT, INDENT * 2)]
+    for cmd in incident_commands(report, incident):
+        out += [("command", line, True) for line in command_lines(one_line(cmd), width)]
     if advice and f.get("remediation"):
         out += [("dim", line, False) for line in wrap(one_line(f["remediation"]), width, INDENT + "advice: ", INDENT * 2)]
     return out
@@ -362,10 +394,12 @@ def report_lines(report: Report, width: int) -> list[tuple[str, str, bool, str |
     cluster = len(report.cluster_ids()) > 1
     broker = _several_brokers(report)
     advised: set = set()
-    for f in report.findings:
+    for inc in report.incidents():
+        f = inc.lead
         key = (f.get("rule"), f.get("kind"), f.get("remediation"))
         lines.append(("", "", False, None))
-        for style, text, cmd in finding_lines(report, f, width, cluster=cluster, broker=broker, advice=key not in advised):
+        for style, text, cmd in incident_lines(report, inc, width, cluster=cluster, broker=broker,
+                                               advice=key not in advised):
             lines.append((style, text, cmd, f.get("severity") if style == "header" else None))
         advised.add(key)
     scope = scope_lines(report)
@@ -405,4 +439,4 @@ def render_table(report: Report, width: int = 200) -> str:
     return buf.getvalue()
 
 
-__all__ = ["COLUMNS", "print_table_report", "render_table", "report_lines", "summary_rows", "remediation_lines"]
+__all__ = ["COLUMNS", "print_table_report", "render_table", "report_lines", "summary_rows", "command_lines", "incident_commands"]
