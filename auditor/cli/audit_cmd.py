@@ -28,7 +28,7 @@ from auditor.report.console import err, safe, wide
 from auditor.cli.ingest_cmd import check_inputs, input_uris, remote_store_option, verbose_option
 from auditor.cli.metrics_option import metrics_option
 from auditor.cli.progress import StageProgress
-from auditor.cli.report_cmd import InputError, emit_report, exit_with, make_filters, report_options
+from auditor.cli.report_cmd import InputError, emit_report, exit_with, make_filters, report_options, with_baseline
 from auditor.engine.rule import discover
 from auditor.report import from_audit
 
@@ -163,7 +163,7 @@ def _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=None
     report = from_audit(res, make_filters(rules=rules, **filter_opts), bootstrap_server, source=source)
     if tables:
         report.run["tables"] = str(Path(tables).absolute())
-    emit_report(report, fmt)
+    emit_report(with_baseline(report, filter_opts.get("baseline")), fmt, filter_opts.get("report_file"))
     if tables and not quiet and err.is_terminal:
         t = safe(report.run["tables"])
         err.print(f"tables kept in {t}: txn-audit timeline {t} --topic ... (see each finding)")

@@ -54,6 +54,18 @@ class _Time(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+def _baseline(ctx, param, value):
+    """``--baseline``: read now, so a wrong path fails before any decoding or Spark."""
+    if value is None:
+        return None
+    from auditor.report.baseline import BaselineError, load_baseline
+
+    try:
+        return load_baseline(value)
+    except BaselineError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 def _regex(ctx, param, value):
     if value is None:
         return None
@@ -88,6 +100,12 @@ _REPORT_OPTIONS = [
                       "for `> report.html` under `set -e`."),
     click.option("--bootstrap-server", default=None, metavar="HOST:PORT",
                  help="Put this broker into the remediation commands instead of <broker:port>."),
+    click.option("--baseline", type=click.Path(exists=True), default=None, callback=_baseline, metavar="PREV",
+                 help="An earlier report (--format json/jsonl) or findings directory (--out): say which findings "
+                      "are new, still open or resolved since. Exit 3 when only findings it had remain."),
+    click.option("--report-file", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+                 help="Write the report to FILE instead of stdout (html and markdown on a terminal go to "
+                      "./txn-audit-report-TIME.html/.md by default; the path is printed)."),
 ]
 
 
@@ -111,9 +129,17 @@ def resolve_format(fmt: str | None) -> str:
     return fmt or ("table" if out.is_terminal else "json")
 
 
-def emit_report(report: Report, fmt: str | None) -> None:
-    """Write the report to stdout in ``fmt``."""
+def emit_report(report: Report, fmt: str | None, report_file: str | None = None) -> None:
+    """Write the report in ``fmt`` to stdout, or to ``report_file`` -- also, when none is given,
+    an HTML or Markdown report meant for a terminal (it would flood it: write a file, say where)."""
     fmt = resolve_format(fmt)
+    if report_file is None and fmt in ("html", "markdown") and out.is_terminal:
+        import time
+
+        report_file = f"txn-audit-report-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.{'html' if fmt == 'html' else 'md'}"
+    if report_file is not None:
+        _write_report_file(report, fmt, report_file)
+        return
     if fmt == "table":
         from auditor.report.render_table import print_table_report
 
@@ -124,15 +150,55 @@ def emit_report(report: Report, fmt: str | None) -> None:
     sys.stdout.flush()
 
 
+def _write_report_file(report: Report, fmt: str, path: str) -> None:
+    """The report in ``path``, whole or not at all (temp file + rename); its path on stderr."""
+    import os
+    from pathlib import Path
+
+    if fmt == "table":
+        from auditor.report.render_table import render_table
+
+        text = render_table(report, width=100)
+    else:
+        text = render(report, fmt)
+    target = Path(path).absolute()
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write the report to {target}: {exc}") from None
+    err.print(f"report written to {safe(str(target))}")
+
+
+def with_baseline(report: Report, baseline) -> Report:
+    """``report`` compared with ``--baseline`` (a loaded :class:`~auditor.report.baseline.Baseline`)."""
+    if baseline is not None:
+        from auditor.report.baseline import compare
+
+        compare(report, baseline)
+    return report
+
+
 def exit_with(report: Report, fail_on: str, exit_zero: bool = False) -> None:
-    sys.exit(1 if fails(report.findings, fail_on) and not exit_zero else 0)
+    """0, or 1 when a reported finding reaches ``fail_on``; with a baseline 3 when only findings
+    it had remain (:func:`auditor.report.baseline.exit_status`)."""
+    if exit_zero:
+        sys.exit(0)
+    if report.baseline is not None:
+        from auditor.report.baseline import exit_status
+
+        sys.exit(exit_status(report, fail_on))
+    sys.exit(1 if fails(report.findings, fail_on) else 0)
 
 
 @click.command("report")
 @click.argument("findings", type=click.Path())
 @click.option("--rule", "rules", multiple=True, help="Only findings of these rule ids (repeatable).")
 @report_options
-def report_cmd(findings, rules, fmt, fail_on, exit_zero, bootstrap_server, **filter_opts) -> None:
+def report_cmd(findings, rules, fmt, fail_on, exit_zero, bootstrap_server, baseline, report_file,
+               **filter_opts) -> None:
     """Render a findings directory (written by `audit --out` / `scan --out`) without Spark.
 
     FINDINGS holds part-00000.parquet and _audit.json (plus _plots.json for the
@@ -147,7 +213,8 @@ def report_cmd(findings, rules, fmt, fail_on, exit_zero, bootstrap_server, **fil
 
     \b
     Exit status: 0 no reported finding at or above --fail-on (always with
-    --exit-zero), 1 some, 2 bad usage or not a readable findings directory.
+    --exit-zero), 1 some, 2 bad usage or not a readable findings directory;
+    with --baseline 3 when the only such findings are ones the baseline had.
     """
     filters = make_filters(rules=rules, **filter_opts)
     try:
@@ -157,7 +224,7 @@ def report_cmd(findings, rules, fmt, fail_on, exit_zero, bootstrap_server, **fil
     unknown = sorted(set(rules) - {f["rule"] for f in report.findings} - _known_rules())
     if unknown:
         err.print(f"[yellow]note[/yellow]: unknown rule id(s) {safe(', '.join(unknown))}; see `txn-audit rules`")
-    emit_report(report, fmt)
+    emit_report(with_baseline(report, baseline), fmt, report_file)
     exit_with(report, fail_on, exit_zero)
 
 

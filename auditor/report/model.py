@@ -324,6 +324,7 @@ class Report:
     run: dict = field(default_factory=dict)  # run_id, as_of_ms, skipped, rule_seconds, source
     filters: Filters = field(default_factory=Filters)
     bootstrap_server: str | None = None
+    baseline: Any = None  # auditor.report.baseline.Baseline when --baseline was given (compare())
 
     @property
     def inputs(self) -> list[str]:
@@ -396,7 +397,13 @@ class Report:
         out = dict(f)
         out["remediation_commands"] = self.commands(f)
         out["incident"] = incident_id(f)
+        if self.baseline is not None:
+            out["baseline"] = self.baseline.status.get(id(f))
         return out
+
+    def baseline_status(self, f: dict) -> str | None:
+        """``new`` / ``still-open`` against the baseline (None without one)."""
+        return None if self.baseline is None else self.baseline.status.get(id(f))
 
     def summary_json(self) -> dict:
         s = {k: v for k, v in self.summary.items() if k != "inputs"}
@@ -412,6 +419,8 @@ class Report:
             "incidents": self.incidents_by_severity(),
             "skipped_rules": self.run.get("skipped") or {},
         })
+        if self.baseline is not None:
+            s["baseline"] = self.baseline.summary_json()
         return s
 
     def affected_plots(self) -> list[dict]:

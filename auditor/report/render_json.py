@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 
 from auditor import __version__
-from auditor.report.model import SCHEMA_VERSION, Report
+from auditor.report.model import SCHEMA_VERSION, Report, incident_id
 
 
 def report_dict(report: Report) -> dict:
-    """The JSON report as a dict (``render_json`` serialises it)."""
-    return {
+    """The JSON report as a dict (``render_json`` serialises it); with ``--baseline``, the
+    baseline's findings this run no longer has under ``resolved``."""
+    out = {
         "schema_version": SCHEMA_VERSION,
         "generated_by": f"txn-audit {__version__}",
         "findings": [report.finding_json(f) for f in report.findings],
@@ -25,6 +26,9 @@ def report_dict(report: Report) -> dict:
         # where the audited tables are (scan keeps them): the forensic commands read them
         "tables": report.run.get("tables"),
     }
+    if report.baseline is not None:
+        out["resolved"] = [{**f, "incident": incident_id(f)} for f in report.baseline.resolved]
+    return out
 
 
 def render_json(report: Report) -> str:

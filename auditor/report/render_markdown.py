@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 
 from auditor.report.model import Report, format_time, one_line
-from auditor.report.render_table import COLUMNS, also_text, incident_commands, location, summary_rows
+from auditor.report.render_table import (COLUMNS, also_text, incident_commands, location, resolved_lines,
+                                           summary_rows)
 
 # punctuation that means something inline or in a GFM table cell: emphasis, code, links (``]``
 # starts none once ``[`` and ``]`` are escaped), strikethrough, math, mentions and issue refs.
@@ -67,14 +68,22 @@ def _incidents(report: Report) -> list[str]:
     return lines
 
 
+def _resolved(report: Report) -> list[str]:
+    """The baseline's findings this run no longer has (``--baseline``)."""
+    if report.baseline is None or not report.baseline.resolved:
+        return []
+    items = [t.strip().removeprefix("resolved ") for t in resolved_lines(report, 10**6)[1:]]
+    return ["## Resolved since the baseline", "", *[f"- {md_text(t)}" for t in items], ""]
+
+
 def render_markdown(report: Report) -> str:
     lines: list[str] = ["# txn-audit report", ""]
     lines += _table(["", ""], [[f"**{label}**", md_text(value)] for label, value in summary_rows(report)])
     lines.append("")
     if not report.findings:
         lines += ["No findings" + (" match the filters." if report.filters.active else "."), ""]
-        return "\n".join(lines)
-    lines += _incidents(report)
+        return "\n".join(lines + _resolved(report))
+    lines += _incidents(report) + _resolved(report)
     lines += ["## Findings by rule", ""]
     for rule, fs in report.by_rule().items():
         lines += [f"### {md_text(rule)} ({len(fs)})", ""]

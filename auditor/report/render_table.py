@@ -97,6 +97,9 @@ def summary_rows(report: Report) -> list[tuple[str, str]]:
     if report.filters.active:
         text += f" (of {report.total_findings} before filters)"
     rows.append(("Findings", f"{len(report.findings)}: {text}"))
+    if report.baseline is not None:
+        rows.append(("Baseline", baseline_line(report).removeprefix("Since the baseline") .lstrip(" :")
+                     + f" ({report.baseline.source})"))
     if report.filters.active:
         rows.append(("Filters", "; ".join(f"{k}={v}" for k, v in report.filters.describe().items())))
     if report.run.get("skipped"):
@@ -200,6 +203,28 @@ def input_lacks_lines(lacks: list[str], limit: int = 5, names: int = 3) -> list[
     return out
 
 
+def baseline_line(report: Report) -> str:
+    """``Since the baseline (as of T): 1 resolved, 0 new, 1 still open``."""
+    b = report.baseline
+    c = b.counts()
+    when = f" (as of {format_time(b.as_of_ms)})" if b.as_of_ms else ""
+    return f"Since the baseline{when}: {c['resolved']} resolved, {c['new']} new, {c['still_open']} still open"
+
+
+def resolved_lines(report: Report, width: int) -> list[str]:
+    """The baseline's findings this run no longer has, one line each with the age they had."""
+    if report.baseline is None or not report.baseline.resolved:
+        return []
+    out = ["Resolved since the baseline:"]
+    for f in report.baseline.resolved:
+        age = f", open {format_duration(f['duration_ms'])} then" if f.get("duration_ms") is not None else ""
+        text = " ".join(x for x in (one_line(f.get("severity")), f"{one_line(f.get('rule'))}/{one_line(f.get('kind'))}",
+                                     location(f) or "", f"producer {f['producer_id']}" if f.get("producer_id") is not None
+                                     else "") if x) + age
+        out += wrap(text, width, INDENT + "resolved ", INDENT * 3)
+    return out
+
+
 def summary_lines(report: Report) -> list[tuple[str, str]]:
     """The compact summary: (style, text) lines, unwrapped; a text starting with ``\\0`` is an
     item of the list its previous line labels."""
@@ -233,6 +258,8 @@ def summary_lines(report: Report) -> list[tuple[str, str]]:
         if tr.get("first_ms") is not None:
             ages = ", ages as of its end" if newest else ""
             lines.append(("", f"Data {format_time(tr['first_ms'])} … {format_time(tr['last_ms'])}{ages}"))
+    if report.baseline is not None:
+        lines.append(("bold", baseline_line(report)))
     if report.filters.active:
         lines.append(("", "Filters: " + "; ".join(f"{k}={v}" for k, v in report.filters.describe().items())))
     if report.run.get("skipped"):
@@ -287,9 +314,12 @@ def location(f: dict) -> str | None:
     return where + (f"@{f['first_offset']}" if f.get("first_offset") is not None else "")
 
 
-def header_fields(f: dict, cluster: bool = False, broker: bool = False) -> list[str]:
-    """A finding's header line, field by field (see the module doc)."""
+def header_fields(f: dict, cluster: bool = False, broker: bool = False, status: str | None = None) -> list[str]:
+    """A finding's header line, field by field (see the module doc); ``status``: new / still-open
+    against a baseline."""
     fields = [f"{one_line(f.get('rule'))}/{one_line(f.get('kind'))}" if f.get("kind") else one_line(f.get("rule"))]
+    if status:
+        fields.append(f"[{status.replace('-', ' ')}]")
     loc = location(f)
     if loc:
         fields.append(loc)
@@ -366,7 +396,7 @@ def incident_lines(report: Report, incident: Incident, width: int, *, cluster: b
     f = incident.lead
     lead = one_line(f.get("severity")).ljust(SEVERITY_WIDTH) + "  "
     out: list[tuple[str, str, bool]] = []
-    head = pack(header_fields(f, cluster, broker), width - len(lead), " " * len(lead))
+    head = pack(header_fields(f, cluster, broker, report.baseline_status(f)), width - len(lead), " " * len(lead))
     out.append(("header", lead + head[0], False))
     out += [("bold", line, False) for line in head[1:]]
     out += [("", line, False) for line in wrap(one_line(f.get("message")), width, INDENT, INDENT)]
@@ -379,7 +409,7 @@ def incident_lines(report: Report, incident: Incident, width: int, *, cluster: b
     return out
 
 
-_STYLES = {"command": "green", "dim": "dim", "bold": "bold", "header": "bold", "yellow": "yellow", "": ""}
+_STYLES = {"green": "green", "command": "green", "dim": "dim", "bold": "bold", "header": "bold", "yellow": "yellow", "": ""}
 
 
 def report_lines(report: Report, width: int) -> list[tuple[str, str, bool, str | None]]:
@@ -402,6 +432,10 @@ def report_lines(report: Report, width: int) -> list[tuple[str, str, bool, str |
                                                advice=key not in advised):
             lines.append((style, text, cmd, f.get("severity") if style == "header" else None))
         advised.add(key)
+    resolved = resolved_lines(report, width)
+    if resolved:
+        lines.append(("", "", False, None))
+        lines += [("green", line, False, None) for line in resolved]
     scope = scope_lines(report)
     if scope and report.findings:
         lines.append(("", "", False, None))
