@@ -150,6 +150,12 @@ r.wide=[];document.querySelectorAll('main *').forEach(function(e){
  if(!own&&b.right<=document.documentElement.clientWidth+1)return;
  for(var a=e.parentElement;a;a=a.parentElement){var o=getComputedStyle(a).overflowX;if(o==='auto'||o==='scroll')return;}
  r.wide.push({tag:e.tagName,cls:e.getAttribute('class'),right:b.right,text:(e.textContent||'').slice(0,80)});});
+// ids of elements the browser does not render (inside a closed <details>: content-visibility, display:none)
+r.hidden=[];document.querySelectorAll('main [id]').forEach(function(e){if(e.checkVisibility?!e.checkVisibility():e.getClientRects().length===0)r.hidden.push(e.id);});
+// legend entries of a chart reaching past the chart's right edge (cut off)
+r.legend_cut=[];document.querySelectorAll('svg g.legend-entry').forEach(function(e){
+ var s=e.ownerSVGElement.getBoundingClientRect(),b=e.getBoundingClientRect();
+ if(s.width>0&&b.right>s.right+1)r.legend_cut.push({mark:e.getAttribute('data-mark'),right:b.right,svg_right:s.right});});
 var out=document.createElement('template');out.id='layout-result';out.setAttribute('data-json',JSON.stringify(r));
 document.body.appendChild(out);})();</script>"""
 
@@ -158,7 +164,9 @@ def layout(html_file: Path, width: int = 1280, height: int = 800) -> dict:
     """What Chromium lays out in a ``width`` x ``height`` window: ``vw``/``vh`` (the viewport),
     ``tops`` (page y of every element with an id), ``overflows`` (each <pre> whose text is wider
     than its box, and each <pre>/<code> whose box reaches past its parent or the viewport), ``wide``
-    (elements reaching past the viewport outside any sideways-scrolling box), and the page's ``page_scroll_width`` / ``page_client_width``."""
+    (elements reaching past the viewport outside any sideways-scrolling box), the page's ``page_scroll_width`` /
+    ``page_client_width``, ``hidden`` (ids of elements not rendered: inside a closed ``<details>``) and
+    ``legend_cut`` (chart legend entries reaching past their chart's right edge)."""
     import json
 
     text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html_file.read_text())

@@ -1,10 +1,14 @@
 """``--format html``: one self-contained page, read top-down by someone on call.
 
 Order: title and a compact run summary; the findings summary (one row per
-finding: severity, rule/kind, topic-partition@offset, producer, age; links to
-the finding's detail ``#f-N`` and its partition card ``#p-N``) so it is in the
-first screenful; the findings per rule with their commands and each advice
-once per (rule, kind); the remediation commands grouped per cluster (a block
+finding, worst first: severity, rule/kind, topic-partition@offset, producer,
+age; links to the finding's detail ``#f-N`` and its partition card ``#p-N``)
+so the worst is in the first screenful; the findings as incidents
+(:meth:`~auditor.report.model.Report.incidents`: a hanging transaction and the
+LSO it pins are one problem), one block each with one set of commands and each
+advice once per (rule, kind); info findings, often dozens of in-flight
+transactions, are folded away in both lists (a closed ``<details>`` saying how
+many) so they cannot bury a critical one; the remediation commands grouped per cluster (a block
 is pasted against one cluster: ``<broker:port>`` is a broker of that cluster);
 then the partition chart cards. Long commands wrap inside their box: nothing
 is cut off sideways.
@@ -22,8 +26,8 @@ from __future__ import annotations
 import re
 
 from auditor import __version__
-from auditor.report.model import BROKER_PLACEHOLDER, Report, format_duration, format_time, one_line
-from auditor.report.render_table import COLUMNS, summary_rows
+from auditor.report.model import BROKER_PLACEHOLDER, Incident, Report, format_duration, format_time, one_line
+from auditor.report.render_table import COLUMNS, also_text, incident_commands, summary_rows
 from auditor.report.svg import esc, lso_lag_chart, session_chart
 
 CSS = """
@@ -55,6 +59,16 @@ table.findings .kind{display:block;color:var(--muted);font-size:12px;margin-top:
 table.findings td.id{overflow-wrap:anywhere;max-width:220px}
 table.findings td.ts{font-variant-numeric:tabular-nums}
 tr.detail td{background:#fbfcfd;border-bottom:2px solid var(--line)}
+tbody.incident{border-top:3px solid var(--line)}
+tbody.incident.critical tr.lead td:first-child{box-shadow:inset 4px 0 var(--critical)}
+tbody.incident.error tr.lead td:first-child{box-shadow:inset 4px 0 var(--error)}
+tbody.incident.warning tr.lead td:first-child{box-shadow:inset 4px 0 var(--warning)}
+tr.finding.also td{border-bottom:none;padding-top:2px;padding-bottom:2px;color:var(--muted);font-size:12.5px}
+tr.finding.also td.also{overflow-wrap:anywhere}tr.finding.also td.also::before{content:"\\21B3  "}
+table.overview tr.also td.rule{padding-left:22px}table.overview tr.also td.rule::before{content:"\\21B3  ";color:var(--muted)}
+details.info-rows,details.info-incidents{margin:8px 0;border:1px solid var(--line);border-radius:6px;padding:6px 10px}
+details.info-rows>summary,details.info-incidents>summary{font-weight:600}
+p.evh{margin:6px 0 0;font-weight:600;color:var(--muted)}
 .sev{display:inline-block;border-radius:4px;padding:1px 7px;font-size:12px;font-weight:650;color:#fff}
 .sev.critical{background:var(--critical)}.sev.error{background:var(--error)}.sev.warning{background:var(--warning)}.sev.info{background:var(--info)}
 /* long commands wrap inside their box (a soft wrap: pasting keeps one line per command) */
@@ -136,10 +150,26 @@ def _summary(report: Report) -> str:
             f'versions</summary><table class="kv">{rows}</table></details>')
 
 
-def _finding_numbers(report: Report) -> dict[int, int]:
-    """id(finding) → its row number, counted in display order (rules, then rows) across the
-    whole page: the anchor #f-N and the plot markers use it."""
-    ordered = [f for fs in report.by_rule().values() for f in fs]
+def _split(incidents: list[Incident]) -> tuple[list[Incident], list[Incident]]:
+    """(incidents to act on, info incidents). Info ones are folded away on the page: dozens of
+    in-flight transactions would otherwise push the one critical incident out of the first screen."""
+    return [i for i in incidents if i.severity != "info"], [i for i in incidents if i.severity == "info"]
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _info_summary(info: list[Incident]) -> str:
+    """What a folded info section holds, said on its (closed) summary line."""
+    n = sum(len(i.findings) for i in info)
+    return f"{_count(n, 'info finding')} ({_count(len(info), 'incident')}): for context, no action expected"
+
+
+def _finding_numbers(incidents: list[Incident]) -> dict[int, int]:
+    """id(finding) → its number, counted in display order (incidents worst first, each lead then
+    its further findings) across the whole page: the anchor #f-N and the plot markers use it."""
+    ordered = [f for inc in incidents for f in inc.findings]
     return {id(f): i + 1 for i, f in enumerate(ordered)}
 
 
@@ -167,31 +197,45 @@ def _producer(f: dict) -> str:
     return " · ".join(parts)
 
 
-def _overview(report: Report, numbers: dict[int, int], cards: dict[tuple, str]) -> str:
-    """The findings summary: one row per finding, linking to its detail and its partition card."""
+def _overview_row(f: dict, n: int, anchor: str | None, multi: bool, also: bool) -> str:
+    """One summary row; a further finding of an incident (``also``) is indented under its lead."""
+    sev = esc(f.get("severity"))
+    kind = f" · {esc(f['kind'])}" if f.get("kind") else ""
+    cells = [f'<td class="num"><a href="#f-{n}">{n}</a></td>', f'<td><span class="sev {sev}">{sev}</span></td>',
+             f'<td class="rule"><a href="#f-{n}">{esc(f.get("rule"))}{kind}</a></td>',
+             f'<td class="where mono">{esc(_where(f))}</td>']
+    if multi:
+        cells.append(f'<td class="where mono">{esc(f.get("cluster_id"))}</td>')
+    cells.append(f'<td class="who">{esc(_producer(f))}</td>')
+    cells.append(f'<td class="age">{esc(format_duration(f.get("duration_ms")))}</td>')
+    cells.append(f'<td><a href="#{anchor}">chart</a></td>' if anchor else '<td class="muted">—</td>')
+    return f'<tr class="overview-row{" also" if also else ""}">{"".join(cells)}</tr>'
+
+
+def _overview(report: Report, incidents: list[Incident], numbers: dict[int, int], cards: dict[tuple, str]) -> str:
+    """The findings summary: one row per finding, worst first, an incident's further findings
+    right under its lead; the info rows folded away (a closed ``<details>`` saying how many)."""
     if not report.findings:
         return ""
-    ordered = sorted(report.findings, key=lambda f: numbers[id(f)])
     multi = len({f.get("cluster_id") for f in report.findings}) > 1
     head = ["#", "Severity", "Rule / kind", "Where (topic-partition@offset)", *(["Cluster"] if multi else []),
             "Producer / transactional id", "Age", "Chart"]
-    rows = []
-    for f in ordered:
-        n = numbers[id(f)]
-        anchor = cards.get(_pkey(f))
-        sev = esc(f.get("severity"))
-        kind = f" · {esc(f['kind'])}" if f.get("kind") else ""
-        cells = [f'<td class="num"><a href="#f-{n}">{n}</a></td>', f'<td><span class="sev {sev}">{sev}</span></td>',
-                 f'<td><a href="#f-{n}">{esc(f.get("rule"))}{kind}</a></td>',
-                 f'<td class="where mono">{esc(_where(f))}</td>']
-        if multi:
-            cells.append(f'<td class="where mono">{esc(f.get("cluster_id"))}</td>')
-        cells.append(f'<td class="who">{esc(_producer(f))}</td>')
-        cells.append(f'<td class="age">{esc(format_duration(f.get("duration_ms")))}</td>')
-        cells.append(f'<td><a href="#{anchor}">chart</a></td>' if anchor else '<td class="muted">—</td>')
-        rows.append(f'<tr class="overview-row">{"".join(cells)}</tr>')
-    return ('<h2 id="overview-h">Findings summary</h2><div class="scroll"><table class="overview" id="overview">'
-            f'<thead><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+    thead = f'<thead><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr></thead>'
+
+    def table(incs: list[Incident]) -> str:
+        rows = "".join(_overview_row(f, numbers[id(f)], cards.get(_pkey(f)), multi, j > 0)
+                       for inc in incs for j, f in enumerate(inc.findings))
+        return f'<div class="scroll"><table class="overview">{thead}<tbody>{rows}</tbody></table></div>'
+
+    main, info = _split(incidents)
+    out = [f'<h2 id="overview-h">Findings summary <span class="muted">({_count(len(report.findings), "finding")}, '
+           f'{_count(len(incidents), "incident")}, worst first)</span></h2><div id="overview">']
+    out.append(table(main) if main else '<p class="muted">No critical, error or warning findings.</p>')
+    if info:
+        out.append(f'<details class="info-rows" id="overview-info"><summary>{esc(_info_summary(info))}</summary>'
+                   f"{table(info)}</details>")
+    out.append("</div>")
+    return "".join(out)
 
 
 def _partitions(report: Report, numbers: dict[int, int], cards: dict[tuple, str]) -> str:
@@ -203,12 +247,14 @@ def _partitions(report: Report, numbers: dict[int, int], cards: dict[tuple, str]
     for p in parts:
         fs = sorted(((numbers[id(f)], f) for f in report.findings if _pkey(f) == _pkey(p)), key=lambda x: x[0])
         links = ", ".join(f'<a href="#f-{n}">#{n} {esc(f["rule"])}</a>' for n, f in fs)
-        facts = [f"log end {esc(p.get('log_end_offset'))}", *_lso_facts(p)]
+        facts = [*([f"log end {esc(p['log_end_offset'])}"] if p.get("log_end_offset") is not None else []), *_lso_facts(p)]
+        where = " · ".join(x for x in (
+            f"broker {esc(p['broker_id'])}" if p.get("broker_id") is not None else "", esc(p.get("log_dir")),
+            f"cluster {esc(p['cluster_id'])}" if p.get("cluster_id") is not None else "", *facts) if x)
         # the anchor wraps the card: the card itself keeps its plain <article class="partition"><h3> shape
         out.append(
             f'<div class="card-anchor" id="{cards[_pkey(p)]}"><article class="partition"><h3>{esc(p.get("topic"))}-{esc(p.get("partition"))}</h3>'
-            f'<p class="where">broker {esc(p.get("broker_id"))} · {esc(p.get("log_dir"))} · cluster {esc(p.get("cluster_id"))}'
-            f' · {" · ".join(facts)} · findings: {links}</p>{_plots(p, fs)}</article></div>')
+            f'<p class="where">{where} · findings: {links}</p>{_plots(p, fs)}</article></div>')
     if omitted:
         out.append(f'<p class="muted">{omitted} more partitions with findings have no plots (the report keeps the most severe).</p>')
     return "".join(out)
@@ -249,83 +295,124 @@ def _commands_pre(lines: list[str]) -> str:
     return f"<pre>{body}</pre>"
 
 
-def _advice(fs: list[dict], numbers: dict[int, int]) -> tuple[dict[int, int], list[tuple[str, str, list[int]]]]:
-    """Each distinct advice of a rule's findings once, per kind: (id(finding) → advice index,
-    [(kind, text, finding numbers)])."""
-    groups: dict[tuple[str, str], list[int]] = {}
-    index: dict[int, int] = {}
-    for f in fs:
-        if not f.get("remediation"):
-            continue
-        key = (f.get("kind") or "", f["remediation"])
-        if key not in groups:
-            groups[key] = []
-        groups[key].append(numbers[id(f)])
-        index[id(f)] = list(groups).index(key)
-    return index, [(k, text, ns) for (k, text), ns in groups.items()]
-
-
 def _refs(ns: list[int]) -> str:
     return ", ".join(f'<a href="#f-{n}">#{n}</a>' for n in ns)
 
 
-def _findings(report: Report, numbers: dict[int, int]) -> str:
+def _advice_key(f: dict) -> tuple | None:
+    return (f.get("rule"), f.get("kind") or "", f["remediation"]) if f.get("remediation") else None
+
+
+def _advice_index(incidents: list[Incident], numbers: dict[int, int]) -> dict[tuple, tuple[str, list[int]]]:
+    """Each distinct advice once per (rule, kind): key → (its anchor ``adv-N``, the numbers of the
+    findings it applies to), in display order. The box is printed in the first incident that needs
+    it; the later ones link to it."""
+    out: dict[tuple, tuple[str, list[int]]] = {}
+    for inc in incidents:
+        for f in inc.findings:
+            key = _advice_key(f)
+            if key is not None:
+                out.setdefault(key, (f"adv-{len(out) + 1}", []))[1].append(numbers[id(f)])
+    return out
+
+
+def _advice_html(f: dict, advices: dict[tuple, tuple[str, list[int]]], printed: set) -> str:
+    """The advice of finding ``f``: the whole box the first time its (rule, kind) comes up, a link after."""
+    key = _advice_key(f)
+    if key is None:
+        return ""
+    anchor, ns = advices[key]
+    rule, kind = esc(f.get("rule")), esc(f.get("kind") or "advice")
+    if key in printed:
+        return f'<p class="muted">Advice: <a href="#{anchor}">{rule} · {kind}</a> (given above, with finding #{ns[0]})</p>'
+    printed.add(key)
+    return (f'<div class="advice" id="{anchor}"><p><b>{rule} · {kind}</b> <span class="refs">'
+            f'({_count(len(ns), "finding")}: {_refs(ns)})</span></p><p>{esc(f["remediation"])}</p></div>')
+
+
+def _span(a: object, b: object, sep: str = " … ") -> str:
+    """``a … b``, or the one that is known, or nothing: an unknown bound is left out, never "None"."""
+    known = [one_line(x) for x in (a, b) if x is not None and x != ""]
+    if not known:
+        return ""
+    return known[0] if len(known) == 1 or (len(known) == 2 and known[0] == known[1]) else sep.join(known)
+
+
+def _evidence(inc: Incident, numbers: dict[int, int]) -> str:
+    """Where, offsets, time and the rule's evidence of each finding of the incident, folded away."""
+    blocks = []
+    for f in inc.findings:
+        times = _span(format_time(f.get("first_timestamp")) or None, format_time(f.get("last_timestamp")) or None)
+        rows = [("where", " · ".join(x for x in (one_line(f.get("cluster_id")), *_replica_texts(f)) if x)),
+                ("offsets", _span(f.get("first_offset"), f.get("last_offset"))), ("time", times),
+                *((f.get("evidence") or {}).items())]
+        dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows if v not in (None, ""))
+        if not dl:
+            continue
+        head = (f'<p class="evh">#{numbers[id(f)]} {esc(f.get("rule"))} · {esc(f.get("kind"))}</p>'
+                if len(inc.findings) > 1 else "")
+        blocks.append(f'{head}<dl class="ev">{dl}</dl>')
+    return f'<details><summary>Evidence</summary>{"".join(blocks)}</details>' if blocks else ""
+
+
+def _incident_body(report: Report, inc: Incident, numbers: dict[int, int], kept: list[str],
+                   advices: dict[tuple, tuple[str, list[int]]], printed: set) -> str:
+    """One incident as one ``<tbody>`` block: its lead finding's row, one line per further finding
+    (:func:`also_text`), then one set of commands for all of them (:func:`incident_commands`:
+    a hanging transaction and the LSO it pins are aborted once), the advice and the evidence."""
+    f = inc.lead
+    n = numbers[id(f)]
+    sev = esc(f.get("severity"))
+    kind = f" · {esc(f['kind'])}" if f.get("kind") else ""
+    cells = [f'<td class="num">{n}</td>',
+             f'<td><span class="sev {sev}">{sev}</span><span class="kind">{esc(f.get("rule"))}{kind}</span></td>']
+    for h, fn in COLUMNS:
+        if h in kept:
+            cls = "num" if h in _NUMERIC else {"TransactionalId": "id", "LastTimestamp": "ts", "Topic": "topic"}.get(h, "")
+            text = esc(fn(f))
+            if h == "LastTimestamp":  # the time may go under the date: the table has to fit
+                text = text.replace("T", "T<wbr>", 1)
+            cells.append(f'<td class="{cls}">{text}</td>')
+    cells.append(f'<td class="msg">{esc(f.get("message"))}</td>')
+    ncols = len(kept) + 2
+    rows = [f'<tr class="finding lead" id="f-{n}">{"".join(cells)}</tr>']
+    for other in inc.findings[1:]:
+        m = numbers[id(other)]
+        rows.append(f'<tr class="finding also" id="f-{m}"><td class="num">{m}</td>'
+                    f'<td class="also" colspan="{ncols}">{esc(also_text(other))}</td></tr>')
+    cmds = incident_commands(report, inc)
+    detail = [_commands_pre(cmds) if cmds else "", *(_advice_html(x, advices, printed) for x in inc.findings),
+              _evidence(inc, numbers)]
+    rows.append(f'<tr class="detail"><td></td><td colspan="{ncols}">{"".join(detail)}</td></tr>')
+    return f'<tbody class="incident {sev}" id="{esc(inc.id)}">{"".join(rows)}</tbody>'
+
+
+def _incident_table(report: Report, incs: list[Incident], numbers: dict[int, int],
+                    advices: dict[tuple, tuple[str, list[int]]], printed: set) -> str:
+    """A table of incident blocks; a find-hanging column is kept when a lead has a value in it."""
+    kept = [h for h, fn in COLUMNS if any(fn(i.lead) for i in incs)]
+    # CamelCase headers may break between words (<wbr>): the table has to fit next to the message
+    head = "".join(f"<th>{re.sub(r'(?<=[a-z])(?=[A-Z])', '<wbr>', h)}</th>"
+                   for h in ["#", "Severity / rule", *kept, "Message"])
+    bodies = "".join(_incident_body(report, inc, numbers, kept, advices, printed) for inc in incs)
+    return f'<div class="scroll"><table class="findings"><thead><tr>{head}</tr></thead>{bodies}</table></div>'
+
+
+def _findings(report: Report, incidents: list[Incident], numbers: dict[int, int]) -> str:
+    """The incidents, worst first, one block each; the info ones folded away (closed ``<details>``)."""
     if not report.findings:
         return '<h2 id="findings">Findings</h2><p>No findings' + (" match the filters." if report.filters.active else ".") + "</p>"
-    out = ['<h2 id="findings">Findings</h2>']
-    advice_no = 0
-    for rule, fs in report.by_rule().items():
-        values = {h: [fn(f) for f in fs] for h, fn in COLUMNS}
-        kept = [h for h, _ in COLUMNS if any(values[h])]
-        # CamelCase headers may break between words (<wbr>): the table has to fit next to the message
-        head = "".join(f"<th>{re.sub(r'(?<=[a-z])(?=[A-Z])', '<wbr>', h)}</th>"
-                       for h in ["#", "Severity", *kept, "Message"])
-        index, advices = _advice(fs, numbers)
-        anchors = [f"adv-{advice_no + i + 1}" for i in range(len(advices))]
-        advice_no += len(advices)
-        rows = []
-        for i, f in enumerate(fs):
-            n = numbers[id(f)]
-            kind = f'<span class="kind">{esc(f["kind"])}</span>' if f.get("kind") else ""
-            cells = [f'<td class="num">{n}</td>', f'<td><span class="sev {esc(f["severity"])}">{esc(f["severity"])}</span>{kind}</td>']
-            for h in kept:
-                cls = "num" if h in _NUMERIC else {"TransactionalId": "id", "LastTimestamp": "ts", "Topic": "topic"}.get(h, "")
-                text = esc(values[h][i])
-                if h == "LastTimestamp":  # the time may go under the date: the table has to fit
-                    text = text.replace("T", "T<wbr>", 1)
-                cells.append(f'<td class="{cls}">{text}</td>')
-            cells.append(f'<td class="msg">{esc(f.get("message"))}</td>')
-            rows.append(f'<tr class="finding" id="f-{n}">{"".join(cells)}</tr>')
-            detail = []
-            cmds = report.commands(f)
-            if cmds:
-                lines = []
-                for c in cmds:
-                    lines.append(c["command"] if not c["applies_to"] else f"# {c['applies_to']}: {c['command']}")
-                detail.append(_commands_pre(lines))
-            if id(f) in index:
-                detail.append(f'<p class="muted">Advice: <a href="#{anchors[index[id(f)]]}">{esc(rule)} · '
-                              f'{esc(f.get("kind") or "advice")}</a> (above the table)</p>')
-            ev = f.get("evidence") or {}
-            where = " · ".join(esc(x) for x in (f.get("cluster_id"), *_replica_texts(f)) if x)
-            times = ""
-            if f.get("first_timestamp") is not None:
-                times = f"{format_time(f['first_timestamp'])} … {format_time(f.get('last_timestamp'))}"
-            if ev or where:
-                dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in ev.items() if v not in (None, ""))
-                detail.append(f'<details><summary>Evidence</summary><dl class="ev"><dt>where</dt><dd>{where}</dd>'
-                              f'<dt>offsets</dt><dd>{esc(f.get("first_offset"))} … {esc(f.get("last_offset"))}</dd>'
-                              f'<dt>time</dt><dd>{esc(times)}</dd>{dl}</dl></details>')
-            ncols = len(kept) + 2
-            rows.append(f'<tr class="detail"><td></td><td colspan="{ncols}">{"".join(detail)}</td></tr>')
-        adv = "".join(
-            f'<div class="advice" id="{a}"><p><b>{esc(rule)} · {esc(kind or "advice")}</b> '
-            f'<span class="refs">({"all " if len(ns) == len(fs) and len(ns) > 1 else ""}{len(ns)} finding{"" if len(ns) == 1 else "s"}: '
-            f'{_refs(ns)})</span></p><p>{esc(text)}</p></div>'
-            for a, (kind, text, ns) in zip(anchors, advices))
-        out.append(f'<h3 id="rule-{esc(rule)}">{esc(rule)} <span class="muted">({len(fs)})</span></h3>{adv}'
-                   f'<div class="scroll"><table class="findings"><thead><tr>{head}</tr></thead>'
-                   f'<tbody>{"".join(rows)}</tbody></table></div>')
+    main, info = _split(incidents)
+    advices = _advice_index(incidents, numbers)
+    printed: set = set()
+    out = ['<h2 id="findings">Findings</h2><p class="muted">One block per incident, worst first: findings about the '
+           "same transaction (a hanging transaction and the last stable offset it pins) are one incident, with "
+           "one set of commands.</p>"]
+    if main:
+        out.append(_incident_table(report, main, numbers, advices, printed))
+    if info:
+        out.append(f'<details class="info-incidents" id="findings-info"><summary>{esc(_info_summary(info))}</summary>'
+                   f"{_incident_table(report, info, numbers, advices, printed)}</details>")
     return "".join(out)
 
 
@@ -390,8 +477,8 @@ def _remediation(report: Report, numbers: dict[int, int]) -> str:
         lines: list[str] = []
         for f, cmds, ns in blocks.values():
             refs = ", ".join(f"#{n}" for n in ns)
-            lines.append(f"# {refs}: {one_line(f.get('topic'))}-{f.get('partition')} from offset {f.get('first_offset')} "
-                         f"(producer {f.get('producer_id')})")
+            who = f" (producer {f['producer_id']})" if f.get("producer_id") is not None else ""
+            lines.append(f"# {refs}: {_where(f)}{who}")
             lines += [c["command"] if not c["applies_to"] else f"# {c['applies_to']}: {c['command']}" for c in cmds]
         which = (f"broker {', '.join(ids)}" if len(ids) == 1 else f"one of brokers {', '.join(ids)}") if ids else "a broker"
         out.append(
@@ -404,13 +491,16 @@ def _remediation(report: Report, numbers: dict[int, int]) -> str:
 
 
 def render_html(report: Report) -> str:
-    numbers = _finding_numbers(report)
+    """The whole page (see the module docstring for its order)."""
+    incidents = report.incidents()
+    numbers = _finding_numbers(incidents)
     cards = _card_anchors(report)
     run = report.run
     sub = " · ".join(x for x in (
         f"run {esc(run.get('run_id'))}" if run.get("run_id") else "",
         f"ages as of {esc(format_time(run.get('as_of_ms')))}" if run.get("as_of_ms") else "",
-        f"{len(report.findings)} findings" + (f" of {report.total_findings} (filtered)" if report.filters.active else ""),
+        f"{len(report.findings)} findings" + (f" of {report.total_findings} (filtered)" if report.filters.active else "")
+        + (f" in {_count(len(incidents), 'incident')}" if len(incidents) < len(report.findings) else ""),
     ) if x)
     remediation = _remediation(report, numbers)
     nav = [f'<a href="#overview-h">Findings summary ({len(report.findings)})</a>', '<a href="#findings">Findings</a>']
@@ -427,8 +517,8 @@ def render_html(report: Report) -> str:
         f'<h1>txn-audit report</h1><p class="sub">{sub}</p>'
         f'<nav class="toc">{"".join(nav)}</nav>'
         f'<section id="summary">{_summary(report)}</section>'
-        f"<section>{_overview(report, numbers, cards)}</section>"
-        f"<section>{_findings(report, numbers)}</section>"
+        f"<section>{_overview(report, incidents, numbers, cards)}</section>"
+        f"<section>{_findings(report, incidents, numbers)}</section>"
         f"<section>{remediation}</section>"
         f"<section>{_partitions(report, numbers, cards)}</section>"
         f"<footer>Generated by txn-audit {esc(__version__)} — self-contained: no scripts, no external resources.</footer>"

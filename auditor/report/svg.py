@@ -13,7 +13,12 @@ Two charts per partition with findings (series from report_data.py):
   findings' first timestamps marked;
 * :func:`session_chart` — one lane per producer id, one bar per transaction
   from its first batch to its marker (green commit, amber abort, red open to
-  the end of the dump), marker ticks, and the findings as red triangles.
+  the end of the dump; grey a marker whose data is not in the dump), marker
+  ticks, and the findings as red triangles.
+
+Each chart has a legend listing every kind of mark it draws (and only those),
+drawn with the mark's own classes; tooltips leave an unknown value out rather
+than print ``None``.
 """
 
 from __future__ import annotations
@@ -111,8 +116,44 @@ def _triangle(px: float, py: float, title: str, cls: str = "finding") -> str:
 
 
 def _finding_title(f: dict, n: int | None = None) -> str:
-    head = f"[{n}] " if n is not None else ""
-    return f"{head}{f.get('severity')} {f.get('rule')}: {f.get('message') or ''}"
+    """A finding marker's tooltip; an unknown part is left out (never printed as "None")."""
+    head = " ".join(str(x) for x in (f"[{n}]" if n is not None else None, f.get("severity"), f.get("rule")) if x is not None)
+    return f"{head}: {f['message']}" if f.get("message") else head
+
+
+# Legend entries: (mark, label). ``mark`` is the data-mark of the entry and names the mark it stands
+# for by its classes: "txn <state>" a transaction bar, "marker <state>" a marker tick, "finding" a
+# finding's triangle (and its dashed line), "lag" the LSO-lag step area.
+_LEGEND_LABELS = {
+    "txn commit": "committed", "txn abort": "aborted", "txn open": "open (no marker yet)",
+    "txn marker-only": "marker only (no data in the dump)", "marker commit": "commit marker",
+    "marker abort": "abort marker", "lag": "LSO lag", "finding": "finding (its first timestamp)",
+}
+_LEGEND_ORDER = list(_LEGEND_LABELS)
+
+
+def _legend(marks: set[str], left: float, y: float) -> list[str]:
+    """One legend entry per kind of mark the chart draws (``marks``), on one row above the plot
+    area: each swatch is drawn with the mark's own classes, so it looks like what it explains."""
+    parts = ['<g class="legend">']
+    lx = left
+    for mark in sorted(marks, key=lambda m: _LEGEND_ORDER.index(m) if m in _LEGEND_ORDER else len(_LEGEND_ORDER)):
+        label = _LEGEND_LABELS.get(mark, mark)
+        kind, _, state = mark.partition(" ")
+        parts.append(f'<g class="legend-entry" data-mark="{esc(mark)}">')
+        if kind == "txn":
+            parts.append(f'<rect class="txn {esc(state)}" x="{lx}" y="{y - 8}" width="10" height="9" rx="1"/>')
+        elif kind == "marker":
+            parts.append(f'<line class="marker {esc(state)}" x1="{lx + 5}" y1="{y - 10}" x2="{lx + 5}" y2="{y + 2}"/>')
+        elif kind == "lag":
+            parts.append(f'<rect class="lag-area" x="{lx}" y="{y - 8}" width="10" height="9"/>'
+                         f'<line class="lag-line" x1="{lx}" y1="{y - 8}" x2="{lx + 10}" y2="{y - 8}"/>')
+        else:
+            parts.append(_triangle(lx + 5, y + 3, label, "finding legend"))
+        parts.append(f'<text class="tick" x="{lx + 14}" y="{y}">{esc(label)}</text></g>')
+        lx += 24 + round(len(label) * 5.6)
+    parts.append("</g>")
+    return parts
 
 
 def lso_lag_chart(part: dict, findings: list[tuple[int, dict]]) -> str:
@@ -155,18 +196,55 @@ def lso_lag_chart(part: dict, findings: list[tuple[int, dict]]) -> str:
         # hover targets: one transparent band per bucket with what it shows
         for i, p in enumerate(pts):
             x0, x1 = x(t0 + i * width), x(p["t"])
-            pin = f", pinned by producer {p['pinned_by']} for {format_duration(p['lag_ms'])}" if p.get("pinned_by") is not None else ""
-            tip = f"{format_time(p['t'])}: log end {p['log_end']}, LSO {p['lso']}, lag {p['lag']}{pin}"
+            tip = _lag_tip(p)
             parts.append(f'<rect class="hover" x="{x0}" y="{TOP}" width="{max(0.5, round(x1 - x0, 2))}" '
                          f'height="{y_bottom - TOP}"><title>{esc(tip)}</title></rect>')
+    drawn = {"lag"} if pts else set()
     for n, f in findings:
         ts = f.get("first_timestamp")
         if ts is None or not (t0 <= ts <= t1):
             continue
+        drawn.add("finding")
         parts.append(f'<line class="finding-line" x1="{x(ts)}" y1="{TOP}" x2="{x(ts)}" y2="{y_bottom}"/>')
         parts.append(_triangle(x(ts), TOP + 1, _finding_title(f, n)))
+    parts += _legend(drawn, LEFT, TOP - 6)
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _lag_tip(p: dict) -> str:
+    """Tooltip of one LSO-lag bucket; an unknown part is left out (never printed as "None")."""
+    facts = [f"{name} {p[k]}" for name, k in (("log end", "log_end"), ("LSO", "lso"), ("lag", "lag")) if p.get(k) is not None]
+    if p.get("pinned_by") is not None:
+        facts.append(f"pinned by producer {p['pinned_by']}"
+                     + (f" for {format_duration(p['lag_ms'])}" if p.get("lag_ms") is not None else ""))
+    when = format_time(p.get("t"))
+    return f"{when}: {', '.join(facts)}" if when and facts else when or ", ".join(facts)
+
+
+def _session_tip(s: dict) -> str:
+    """Tooltip of one transaction bar: producer and epoch, offsets, start, then its marker or why
+    it has none. Unknown parts are left out: a marker-only transaction has no epoch, offsets or
+    start of its own in the dump, and its tooltip must not read "epoch None: offsets None-None"."""
+    head = f"producer {s.get('producer_id')}" + (f" epoch {s['producer_epoch']}" if s.get("producer_epoch") is not None else "")
+    facts = []
+    fo, lo = s.get("first_offset"), s.get("last_offset")
+    if fo is not None:
+        facts.append(f"offsets {fo}–{lo}" if lo is not None and lo != fo else f"offset {fo}")
+    if s.get("first_timestamp") is not None:
+        facts.append(f"from {format_time(s['first_timestamp'])}")
+    if s.get("marker_offset") is not None:
+        epochs = ", ".join(f"{name} {s[k]}" for name, k in (("epoch", "marker_epoch"), ("coordinator epoch", "coordinator_epoch"))
+                           if s.get(k) is not None)
+        marker = " ".join(x for x in (str(s["marker_type"]) if s.get("marker_type") else None, "marker at offset",
+                                      str(s["marker_offset"]), f"({epochs})" if epochs else None,
+                                      f"at {format_time(s['marker_timestamp'])}" if s.get("marker_timestamp") is not None else None) if x)
+        if not s.get("data_batches") and fo is None:
+            marker += ", with no data batch of its transaction in the dump"
+    else:
+        marker = f"no marker: {s.get('verdict') or 'open'}" + (
+            f", open for {format_duration(s['age_ms'])}" if s.get("age_ms") is not None else "")
+    return f"{head}: {', '.join(facts)}; {marker}" if facts else f"{head}: {marker}"
 
 
 def _lane_label(pid: int, tid: str | None) -> str:
@@ -175,6 +253,32 @@ def _lane_label(pid: int, tid: str | None) -> str:
         short = tid if len(tid) <= 16 else tid[:15] + "…"
         label += f" · {short}"
     return label
+
+
+def _session_marks(s: dict, cy: float, x: _Scale, domain: tuple[int, int, int], drawn: set[str]) -> list[str]:
+    """One transaction's bar (first batch to marker, or to the right edge while open) and its
+    marker tick, on the lane at height ``cy``; the kinds of mark drawn are added to ``drawn``
+    (the legend lists exactly those)."""
+    t0, t1, t_end = domain
+    state = s.get("state") or "open"
+    start = s.get("first_timestamp")
+    end = s.get("marker_timestamp") if s.get("marker_timestamp") is not None else (
+        t_end if state == "open" else s.get("last_timestamp"))
+    if start is None:
+        start = end
+    if start is None:
+        return []
+    end = start if end is None else end
+    x0, x1 = x(max(t0, start)), x(min(t_end, max(start, end)))
+    cls = {"commit": "commit", "abort": "abort", "open": "open"}.get(state, "marker-only")
+    drawn.add(f"txn {cls}")
+    out = [f'<rect class="txn bar {cls}" x="{x0}" y="{cy - 7}" width="{max(2.0, round(x1 - x0, 2))}" height="14" rx="2">'
+           f"<title>{esc(_session_tip(s))}</title></rect>"]
+    if s.get("marker_timestamp") is not None and cls != "marker-only":  # a marker-only bar is its marker
+        drawn.add(f"marker {cls}")
+        mx = x(min(t1, s["marker_timestamp"]))
+        out.append(f'<line class="marker {cls}" x1="{mx}" y1="{cy - 10}" x2="{mx}" y2="{cy + 10}"/>')
+    return out
 
 
 def session_chart(part: dict, findings: list[tuple[int, dict]]) -> str:
@@ -199,15 +303,6 @@ def session_chart(part: dict, findings: list[tuple[int, dict]]) -> str:
     parts = [f'<svg class="chart sessions" viewBox="0 0 {W} {h}" role="img" aria-label="producer sessions" '
              f'xmlns="http://www.w3.org/2000/svg">']
     parts += _time_axis(x, t0, t_end, y_bottom, TOP, left)
-    legend = [("commit", "committed"), ("abort", "aborted"), ("open", "open"), ("finding", "finding")]
-    lx = left
-    for cls, name in legend:
-        if cls == "finding":
-            parts.append(_triangle(lx + 5, TOP - 3, "finding", "finding legend"))
-        else:
-            parts.append(f'<rect class="txn {cls}" x="{lx}" y="{TOP - 14}" width="10" height="9"/>')
-        parts.append(f'<text class="tick" x="{lx + 14}" y="{TOP - 6}">{name}</text>')
-        lx += 90
     if not lanes:
         parts.append(f'<text class="label" x="{left}" y="{TOP + 16}">no transactional producers on this partition</text>')
     for i, pid in enumerate(lanes):
@@ -215,37 +310,17 @@ def session_chart(part: dict, findings: list[tuple[int, dict]]) -> str:
         parts.append(f'<line class="lane" x1="{left}" y1="{cy}" x2="{W - RIGHT}" y2="{cy}"/>')
         parts.append(f'<text class="lane-label" x="{left - 8}" y="{cy + 4}" text-anchor="end">'
                      f'{esc(_lane_label(pid, tids.get(pid)))}<title>{esc(f"producer {pid}" + (f", transactional id {tids[pid]}" if tids.get(pid) else ""))}</title></text>')
-    row = {pid: i for i, pid in enumerate(lanes)}
+    row = {pid: TOP + i * lane_h + lane_h / 2 for i, pid in enumerate(lanes)}
+    drawn: set[str] = set()
     for s in sessions:
-        cy = TOP + row[s["producer_id"]] * lane_h + lane_h / 2
-        state = s.get("state") or "open"
-        start = s.get("first_timestamp")
-        end = s.get("marker_timestamp") if s.get("marker_timestamp") is not None else (
-            t_end if state == "open" else s.get("last_timestamp"))
-        if start is None:
-            start = end
-        if start is None:
-            continue
-        x0, x1 = x(max(t0, start)), x(min(t_end, max(start, end)))
-        cls = {"commit": "commit", "abort": "abort", "open": "open"}.get(state, "marker-only")
-        marker = (f"{s.get('marker_type')} marker at offset {s.get('marker_offset')} (epoch {s.get('marker_epoch')}, "
-                  f"coordinator epoch {s.get('coordinator_epoch')}) at {format_time(s.get('marker_timestamp'))}"
-                  if s.get("marker_offset") is not None else
-                  f"no marker: {s.get('verdict') or 'open'}"
-                  + (f", open for {format_duration(s['age_ms'])}" if s.get("age_ms") is not None else ""))
-        tip = (f"producer {s['producer_id']} epoch {s.get('producer_epoch')}: offsets {s.get('first_offset')}–{s.get('last_offset')} "
-               f"from {format_time(s.get('first_timestamp'))}; {marker}")
-        parts.append(f'<rect class="txn bar {cls}" x="{x0}" y="{cy - 7}" width="{max(2.0, round(x1 - x0, 2))}" height="14" rx="2">'
-                     f"<title>{esc(tip)}</title></rect>")
-        if s.get("marker_timestamp") is not None:
-            mx = x(min(t1, s["marker_timestamp"]))
-            parts.append(f'<line class="marker {cls}" x1="{mx}" y1="{cy - 10}" x2="{mx}" y2="{cy + 10}"/>')
+        parts += _session_marks(s, row[s["producer_id"]], x, (t0, t1, t_end), drawn)
     for n, f in findings:
         pid, ts = f.get("producer_id"), f.get("first_timestamp")
         if pid is None or ts is None or pid not in row or not (t0 <= ts <= t1):
             continue
-        cy = TOP + row[pid] * lane_h + lane_h / 2
-        parts.append(_triangle(x(ts), cy - 7, _finding_title(f, n)))
+        drawn.add("finding")
+        parts.append(_triangle(x(ts), row[pid] - 7, _finding_title(f, n)))
+    parts += _legend(drawn, left, TOP - 6)
     if part.get("transactions_total", 0) > len(sessions):
         parts.append(f'<text class="tick" x="{left}" y="{h - 4}">showing {len(sessions)} of '
                      f'{part["transactions_total"]} transactions (open ones and the newest)</text>')
