@@ -52,8 +52,8 @@ def test_dump_records_decodes_transaction_log():
 
 def test_dump_records_keep_the_records_own_topic_partition_and_broker_id():
     """A context column a table's decoder fills too (a committed offset's topic and partition, a
-    metadata record's broker id) is the record's own in a dump line; the file's (``log_topic``, ...)
-    is said once, by the dump, not on every line."""
+    metadata record's broker id) is the record's own in a dump line; the file's topic and partition
+    are then ``log_topic`` / ``log_partition`` (no other context column is on a line)."""
     from conftest import SAMPLE_LOGS
 
     commits = sorted(SAMPLE_LOGS.glob("consumer-offsets-hanging/broker-1/__consumer_offsets-*/0*.log"))
@@ -65,7 +65,9 @@ def test_dump_records_keep_the_records_own_topic_partition_and_broker_id():
     assert offsets and {(o["topic"], o["partition"]) for o in offsets} == {("input", 0)}
     brokers = [o for o in objs if o["type"] == "metadata_records" and o["record_type"] == "REGISTER_BROKER_RECORD"]
     assert brokers and all(o["broker_id"] == json.loads(o["data_json"])["brokerId"] for o in brokers)
-    assert not any(k.startswith("log_") for o in objs for k in o)
+    assert {o["log_topic"] for o in offsets} == {"__consumer_offsets"}
+    assert not any(k.startswith("log_") and k not in ("log_topic", "log_partition") for o in objs for k in o)
+    assert not any("log_topic" in o for o in brokers)
 
 
 def test_dump_records_of_a_data_topic(tmp_path):

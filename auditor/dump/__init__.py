@@ -1,7 +1,8 @@
 """``txn-audit dump``: a structured, faster ``kafka-dump-log``.
 
-One JSON object per batch (and per record with ``--records``), with snake_case
-versions of Kafka's field names. Works on any file ingestion understands
+One JSON object per batch (and per record with ``--records``, a control record's marker
+included), with snake_case versions of Kafka's field names, each ending with the file it
+came from and its partition directory's topic and partition (:func:`auditor.dump._lines.place`). Works on any file ingestion understands
 (segments, KRaft snapshots, producer snapshots, indexes, checkpoints): each is
 run through the same table decoders as ``ingest``, so the dump and the tables
 always agree. No Spark is started.

@@ -788,7 +788,8 @@ static PyObject *dump(PyObject *self, PyObject *args) {
  * the v2 batches from `start` as dump() frames them (without their CRC: the per-object path
  * writes the records of a batch whatever its CRC, auditor.ingest.segments.iter_data_records),
  * and writes one JSON line per record of every non-control batch, as
- * auditor.dump._run._records + json.dumps writes it. It returns where it stopped framing
+ * auditor.dump._run._records + json.dumps writes it; a control batch's records (markers, lines
+ * of another shape, one per transaction) are left to `fallback`. It returns where it stopped framing
  * (a legacy entry, a cut tail, ...: the Python path goes on from there).
  *
  * A batch's records are walked as auditor.formats.records.iter_records reads them (Kafka 4.3.1's
@@ -1215,16 +1216,13 @@ static PyObject *records(PyObject *self, PyObject *args) {
         uint16_t attr = be16(h + 21);
         int codec = attr & 7;
         int32_t count = (int32_t)be32(h + 57);
-        if ((attr >> 5) & 1) { /* a control batch: no data records */
-            pos += (int64_t)entry;
-            continue;
-        }
+        int control = (attr >> 5) & 1; /* its records (markers) are lines of their own: fallback() writes them */
         const unsigned char *payload = h + V2_HEADER;
         size_t plen = entry - V2_HEADER;
         const unsigned char *data = NULL;
         size_t dlen = 0;
         PyObject *owned = NULL;
-        int ok = count >= 0 && plen <= MAX_PAYLOAD_BYTES;
+        int ok = !control && count >= 0 && plen <= MAX_PAYLOAD_BYTES;
         if (ok && (codec == 1 || codec == 3) && !libs_tried) load_libraries(libraries);
         if (ok && codec == 0) {
             data = payload;

@@ -29,8 +29,8 @@ import numpy as np
 
 from auditor.dump import _columns as jc
 from auditor.dump._lines import (
-    CODEC_TOKENS as _CODEC_TOKENS, END as _END, KEYS as _KEYS, RKEYS as _RKEYS, TS_TOKENS as _TS_TOKENS, TYPE as _TYPE,
-    tail as _line_tail)
+    CODEC_TOKENS as _CODEC_TOKENS, KEYS as _KEYS, RKEYS as _RKEYS, TS_TOKENS as _TS_TOKENS, TYPE as _TYPE,
+    iter_record_objects, place, record_end, record_objects, tail as _line_tail)
 from auditor.dump._literals import token
 from auditor.dump._overlap import read_ahead
 from auditor.errors import DecodeError
@@ -58,7 +58,7 @@ class _Header:
     ``segments.legacy_problem`` read of a batch header, for one row of the columns."""
 
     __slots__ = ("position", "size", "base_offset", "last_offset", "magic", "attributes", "record_count",
-                 "timestamp_type", "base_timestamp", "max_timestamp", "base_sequence")
+                 "timestamp_type", "base_timestamp", "max_timestamp", "base_sequence", "is_control")
 
     def __init__(self, cols: dict, i: int) -> None:
         self.position = int(cols["position"][i])
@@ -72,6 +72,7 @@ class _Header:
         self.base_timestamp = int(cols["base_timestamp"][i])
         self.max_timestamp = int(cols["max_timestamp"][i])
         self.base_sequence = int(cols["base_sequence"][i])
+        self.is_control = bool(cols["is_control"][i])
 
     codec = BatchHeader.codec
     payload_position = BatchHeader.payload_position
@@ -120,7 +121,7 @@ def _tail_batches(task: dict, f: BinaryIO, pos: int, out: BinaryIO) -> Iterator[
             yield _problem(task, item.kind, item.position, item.message)
             continue
         h, extra = item
-        obj = {"type": "batch", **segments.batch_row(h, extra, task.get("base_offset"), source)}
+        obj = {"type": "batch", **segments.batch_row(h, extra, task.get("base_offset"), source), **place(task)}
         out.write((json.dumps(obj) + "\n").encode())
 
 
@@ -257,76 +258,122 @@ def _batch_parts(cols: dict, f: BinaryIO, task: dict, problems: list[dict]) -> l
 
 
 def write_records(task: dict, out: BinaryIO, flush_every: int = 16384) -> None:
-    """Write the record lines of a segment / KRaft snapshot's data batches to
-    ``out`` (what ``segments.iter_data_records`` yields: records of the v2
-    non-control batches and of legacy entries, a batch whose records fail to
-    decode contributes the records before the failure). Problems are the batch
-    pass's to report."""
-    from auditor.formats.records import iter_records
-
+    """Write the record lines of a segment / KRaft snapshot to ``out``: those of its data batches
+    (what ``segments.iter_data_records`` yields: records of the v2 non-control batches and of
+    legacy entries, a batch whose records fail to decode contributes the records before the
+    failure) and, in their place, its control batches' markers
+    (:func:`auditor.dump._lines.control_objects`). Problems are the batch pass's to report."""
     try:
         f = open_regular(task["path"])
     except OSError:
         return
-    acc = _RecordColumns()
+    acc = _RecordColumns(record_end(task))
+    where = place(task)
     with f:
         try:
             for item in _columns(task, f, verify_crc=False):
                 if isinstance(item, tuple):
-                    from auditor.ingest import segments
-
-                    for rec_item in segments.iter_data_records(f, task["size"], item[1]):
-                        if isinstance(rec_item, tuple):
-                            acc.add(rec_item[1], rec_item[0].base_offset)
-                            if acc.n >= flush_every:
-                                acc.write(out)
+                    for obj in iter_record_objects(f, task["size"], item[1], where):
+                        _add_object(acc, out, obj)
+                        if acc.n >= flush_every:
+                            acc.write(out)
                     break
                 if isinstance(item, LogProblem):
                     break
-                # legacy wrappers whose records cannot be read contribute none (segments.iter_data_records)
-                rows = np.flatnonzero(~item["is_control"] & ((item["magic"] == 2) | (item["record_count"] >= 0)))
-                if not len(rows):
-                    continue
-                walked = _walk_records(f, item, rows)  # the plain v2 batches' records, vectorised
-                fields = {k: item[k][rows].tolist() for k in (
-                    "position", "size", "base_offset", "magic", "attributes", "record_count", "ts_type",
-                    "base_timestamp", "max_timestamp", "base_sequence")}
-                fd = f.fileno()
-                j = 0
-                while j < len(rows):
-                    if walked is not None and walked.ok[j]:
-                        k = j  # a run of walked batches: their records written as one block
-                        while k < len(rows) and walked.ok[k]:
-                            k += 1
-                        acc.write(out)
-                        walked.write(out, j, k)
-                        j = k
-                        continue
-                    i = int(rows[j])
-                    base_offset = fields["base_offset"][j]
-                    n = fields["record_count"][j]
-                    if fields["magic"][j] == 2 and fields["attributes"][j] & 0x07 == 0 and 0 <= n and fields["size"][j] <= _LEAN_MAX:
-                        pos = fields["position"][j] + V2_HEADER
-                        data = os.pread(fd, fields["size"][j] - V2_HEADER, pos)
-                        log_append = fields["ts_type"][j] == 1
-                        if len(data) == fields["size"][j] - V2_HEADER and _lean_records(data, n, base_offset, fields["max_timestamp"][j] if log_append else None,
-                                         fields["base_timestamp"][j], fields["base_sequence"][j], acc):
-                            if acc.n >= flush_every:
-                                acc.write(out)
-                            j += 1
-                            continue
-                    h = _Header(item, i)
-                    try:
-                        for rec in iter_records(h, _payload(f, h)):  # type: ignore[arg-type]
-                            acc.add(rec, h.base_offset)
-                    except DecodeError:
-                        pass
-                    if acc.n >= flush_every:
-                        acc.write(out)
-                    j += 1
+                _chunk_records(f, item, acc, out, where, flush_every)
         except (OSError, DecodeError):
             pass
     acc.write(out)
+
+
+def control_records(task: dict) -> Iterator[dict]:
+    """The objects of the control batches' records of a segment / KRaft snapshot (an internal
+    topic's: its data records are its tables' rows), as
+    :func:`auditor.dump._lines.iter_record_objects` gives them with ``controls_only``: the
+    headers are read vectorised, only the control batches decoded."""
+    try:
+        f = open_regular(task["path"])
+    except OSError:
+        return
+    where = place(task)
+    with f:
+        try:
+            for item in _columns(task, f, verify_crc=False):
+                if isinstance(item, tuple):
+                    yield from iter_record_objects(f, task["size"], item[1], where, controls_only=True)
+                    return
+                if isinstance(item, LogProblem):
+                    return
+                for i in np.flatnonzero(item["is_control"]).tolist():
+                    yield from record_objects(_Header(item, i), f, where)
+        except (OSError, DecodeError):
+            return
+
+
+def _add_object(acc: "_RecordColumns", out: BinaryIO, obj: dict) -> None:
+    """A record object (:func:`auditor.dump._lines.record_objects`) into ``acc``; a marker's line
+    straight to ``out``, after the records before it."""
+    if obj["type"] == "record":
+        acc.append(obj["offset"], obj["timestamp"], obj["sequence"], obj["key_size"], obj["value_size"],
+                   token(obj["header_keys"]), obj["batch_base_offset"])
+        return
+    import json
+
+    acc.write(out)
+    out.write((json.dumps(obj) + "\n").encode())
+
+
+def _chunk_records(f: BinaryIO, item: dict, acc: "_RecordColumns", out: BinaryIO, where: dict,
+                   flush_every: int) -> None:
+    """The record lines of one chunk of header columns (:func:`write_records`)."""
+    from auditor.formats.records import iter_records
+
+    # legacy wrappers whose records cannot be read contribute none (segments.iter_data_records)
+    rows = np.flatnonzero((item["magic"] == 2) | (item["record_count"] >= 0))
+    if not len(rows):
+        return
+    walked = _walk_records(f, item, rows)  # the plain v2 batches' records, vectorised
+    fields = {k: item[k][rows].tolist() for k in (
+        "position", "size", "base_offset", "magic", "attributes", "record_count", "ts_type",
+        "base_timestamp", "max_timestamp", "base_sequence", "is_control")}
+    fd = f.fileno()
+    j = 0
+    while j < len(rows):
+        if walked is not None and walked.ok[j]:
+            k = j  # a run of walked batches: their records written as one block
+            while k < len(rows) and walked.ok[k]:
+                k += 1
+            acc.write(out)
+            walked.write(out, j, k, acc.end)
+            j = k
+            continue
+        i = int(rows[j])
+        base_offset = fields["base_offset"][j]
+        n = fields["record_count"][j]
+        if fields["is_control"][j]:  # its markers: few (one a transaction), each a line of its own
+            for obj in record_objects(_Header(item, i), f, where):
+                _add_object(acc, out, obj)
+            j += 1
+            continue
+        if fields["magic"][j] == 2 and fields["attributes"][j] & 0x07 == 0 and 0 <= n and fields["size"][j] <= _LEAN_MAX:
+            pos = fields["position"][j] + V2_HEADER
+            data = os.pread(fd, fields["size"][j] - V2_HEADER, pos)
+            log_append = fields["ts_type"][j] == 1
+            if len(data) == fields["size"][j] - V2_HEADER and _lean_records(data, n, base_offset, fields["max_timestamp"][j] if log_append else None,
+                                                                              fields["base_timestamp"][j], fields["base_sequence"][j], acc):
+                if acc.n >= flush_every:
+                    acc.write(out)
+                j += 1
+                continue
+        h = _Header(item, i)
+        try:
+            for rec in iter_records(h, _payload(f, h)):  # type: ignore[arg-type]
+                acc.add(rec, h.base_offset)
+        except DecodeError:
+            pass
+        if acc.n >= flush_every:
+            acc.write(out)
+        j += 1
 
 
 _LEAN_MAX = 1 << 20  # uncompressed batches up to this size take _lean_records
@@ -416,13 +463,13 @@ class _Walked:
         self.first = first  # first[j]: index in cols of row j's first record (first[-1]: the total)
         self.cols = cols
 
-    def write(self, out: BinaryIO, j: int, k: int) -> None:
-        """Write the records of rows ``j`` to ``k`` (all walked)."""
+    def write(self, out: BinaryIO, j: int, k: int, end: bytes) -> None:
+        """Write the records of rows ``j`` to ``k`` (all walked), each line ending with ``end``."""
         a, b = int(self.first[j]), int(self.first[k])
         if b > a:
             c = self.cols
             _write_record_block(out, b - a, c["offset"][a:b], c["timestamp"][a:b], c["sequence"][a:b],
-                                c["key_size"][a:b], c["value_size"][a:b], b"[]", c["batch"][a:b])
+                                c["key_size"][a:b], c["value_size"][a:b], b"[]", c["batch"][a:b], end)
 
 
 def _varints(buf: np.ndarray, p: np.ndarray, end: np.ndarray, maxb: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -461,7 +508,8 @@ def _walk_records(f: BinaryIO, item: dict, rows: np.ndarray) -> "_Walked | None"
     ``_WALK_GROUP_BYTES`` at a time (bounded memory whatever the chunk spans).
     None: nothing here to walk."""
     magic, attrs, count, size = (item[k][rows] for k in ("magic", "attributes", "record_count", "size"))
-    plain = (magic == 2) & (attrs & 0x07 == 0) & (count >= 0) & (size <= _LEAN_MAX) & (size >= V2_HEADER)
+    plain = (magic == 2) & (attrs & 0x07 == 0) & (count >= 0) & (size <= _LEAN_MAX) & (size >= V2_HEADER) \
+        & ~item["is_control"][rows]
     idx = np.flatnonzero(plain)
     if len(idx) < _WALK_MIN_ACTIVE:
         return None
@@ -567,20 +615,23 @@ def _ints(values) -> jc.Part:
 
 
 def _write_record_block(out: BinaryIO, n: int, offset, timestamp, sequence, key_size, value_size,
-                        header_keys: jc.Part, batch) -> None:
-    """``n`` record lines from their columns (numpy arrays or lists of ints)."""
+                        header_keys: jc.Part, batch, end: bytes) -> None:
+    """``n`` record lines from their columns (numpy arrays or lists of ints), each ending with
+    ``end`` (:func:`auditor.dump._lines.record_end`: the file's place, then ``}``)."""
     jc.write(out, n, [
         _RKEYS["type"], b'"record"', _RKEYS["offset"], _ints(offset), _RKEYS["timestamp"], _ints(timestamp),
         _RKEYS["sequence"], _ints(sequence), _RKEYS["key_size"], _ints(key_size),
         _RKEYS["value_size"], _ints(value_size), _RKEYS["header_keys"], header_keys,
-        _RKEYS["batch_base_offset"], _ints(batch), _END,
+        _RKEYS["batch_base_offset"], _ints(batch), end,
     ])
 
 
 class _RecordColumns:
-    """Record fields collected as lists, written as one vectorised block."""
+    """Record fields collected as lists, written as one vectorised block, each line ending with
+    ``end`` (:func:`auditor.dump._lines.record_end`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, end: bytes) -> None:
+        self.end = end
         self.clear()
 
     def clear(self) -> None:
@@ -625,5 +676,5 @@ class _RecordColumns:
             codes = np.fromiter((seen.setdefault(k, len(seen)) for k in keys), np.int32, count=len(keys))
             hk = jc.choice_part(codes, list(seen))  # type: ignore[arg-type]
         _write_record_block(out, self.n, self.offset, self.timestamp, self.sequence, self.key_size,
-                            self.value_size, hk, self.batch)
+                            self.value_size, hk, self.batch, self.end)
         self.clear()

@@ -16,8 +16,8 @@ problem, so the output and the problems are what the Python path alone gives
 With ``--records``, :func:`write_records` writes the record lines of a data topic's segment the
 same way (issue 29): the extension walks each batch's records (lz4 decompressed by the ``lz4``
 package's block decoder and gzip by the ``deflate`` package's libdeflate, both called from C; snappy
-and zstd by :func:`auditor.formats.codecs.decompress`, called back) and writes their lines; a batch it cannot vouch for is decoded by :func:`one_batch`
-(the per-object decoder, for that batch only), and where it cannot frame an entry it stops and
+and zstd by :func:`auditor.formats.codecs.decompress`, called back) and writes their lines; a batch it cannot vouch for,
+and every control batch (its markers), is decoded by :func:`one_batch` (the per-object decoder, for that batch only), and where it cannot frame an entry it stops and
 :mod:`auditor.dump._fast` carries on.
 
 For the internal topics' tables, :func:`data_records` hands the records of a segment's clean
@@ -101,8 +101,9 @@ def write_records(task: dict, out_fd: int) -> int:
         size = int(task["size"])
         keys = tuple(dl.RKEYS[k] for k in dl.RECORD_KEYS)
         keys = (keys[0] + dl.RECORD_TYPE, *keys[1:])  # the type key with its value
-        return native.records(f.fileno(), 0, size, size, out_fd, keys, dl.END, decompress,
-                              lambda pos: one_batch(f, size, pos), _libraries)
+        where = dl.place(task)
+        return native.records(f.fileno(), 0, size, size, out_fd, keys, dl.record_end(task), decompress,
+                              lambda pos: one_batch(f, size, pos, where), _libraries)
 
 
 def data_records(task: dict, chunk: int = 8192):
@@ -132,26 +133,19 @@ def data_records(task: dict, chunk: int = 8192):
             pos = reached
 
 
-def one_batch(f, size: int, pos: int) -> bytes:
+def one_batch(f, size: int, pos: int, where: dict) -> bytes:
     """The record lines of the batch at ``pos``, as the per-object path writes them
-    (:func:`auditor.dump._run._records`: the records ``iter_records`` yields before it fails,
-    if it does)."""
+    (:func:`auditor.dump._lines.record_objects`: the records ``iter_records`` yields before it
+    fails, if it does). The extension leaves every control batch here: its markers are lines of
+    another shape, and there is one per transaction, not per record."""
     import json
 
-    from auditor.errors import DecodeError
-    from auditor.formats.batch import BatchHeader, iter_segment, read_payload
-    from auditor.formats.records import iter_records
+    from auditor.formats.batch import BatchHeader, iter_segment
 
     h = next(iter_segment(f, start=pos, end=pos + 1, file_size=size, verify_crc=False), None)
-    if not isinstance(h, BatchHeader) or h.is_control or (h.magic < 2 and h.record_count < 0):
+    if not isinstance(h, BatchHeader) or (h.magic < 2 and h.record_count < 0):
         return b""
-    lines = []
-    try:
-        for rec in iter_records(h, read_payload(f, h)):
-            lines.append(json.dumps(dl.record_object(h, rec)) + "\n")
-    except DecodeError:
-        pass
-    return "".join(lines).encode()
+    return "".join(json.dumps(o) + "\n" for o in dl.record_objects(h, f, where)).encode()
 
 
 def _libraries() -> "tuple[str | None, str | None]":

@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Iterator
 
-from auditor.dump._lines import MARKER_FIELDS, TABLE_FIELDS, record_object
+from auditor.dump._lines import MARKER_FIELDS, TABLE_FIELDS, place, place_literal
 from auditor.dump._overlap import BackgroundWriter
 
 # the internal topics whose records have tables of their own (auditor.ingest.tables: each TableSpec's
@@ -28,16 +28,18 @@ _INTERNAL = ("__transaction_state", "__consumer_offsets", "__cluster_metadata", 
 _TABLE_COLUMNS = {key: name for name, key in TABLE_FIELDS + MARKER_FIELDS}
 
 
-def _records(task: dict) -> Iterator[dict]:
-    """Generic per-record objects (:func:`auditor.dump._lines.record_object`)."""
-    from auditor.ingest import segments
+def _records(task: dict, controls_only: bool = False) -> Iterator[dict]:
+    """Generic per-record objects, markers in their place (:func:`auditor.dump._lines.record_objects`);
+    ``controls_only``: the control batches' alone (an internal topic's)."""
+    from auditor.dump._lines import iter_record_objects
     from auditor.ingest.storage import open_regular
 
-    with open_regular(task["path"]) as f:
-        for item in segments.iter_data_records(f, task["size"]):
-            if not isinstance(item, tuple):
-                continue  # problems are reported by the batch pass
-            yield record_object(*item)
+    try:
+        f = open_regular(task["path"])
+    except OSError:
+        return  # the batch pass reports it
+    with f:
+        yield from iter_record_objects(f, task["size"], 0, place(task), controls_only)
 
 
 def _table_objects(task: dict, name: str, spec) -> Iterator[dict]:
@@ -51,6 +53,7 @@ def _table_objects(task: dict, name: str, spec) -> Iterator[dict]:
 
     # deleted from a copy, not filtered key by key: a metadata row has ~35 columns (issue 29)
     drop = _dropped(spec)
+    where = place(task, spec.context_name)  # at the end, after the columns (the fast paths' order)
     kind = "batch" if name == "batches" else name
     for row in iter_rows(spec, task):
         if row.get("_problem_kind"):
@@ -61,6 +64,7 @@ def _table_objects(task: dict, name: str, spec) -> Iterator[dict]:
         obj.update(row)
         for k in drop.intersection(row):
             del obj[k]
+        obj.update(where)
         yield obj
 
 
@@ -91,8 +95,9 @@ def _registry() -> dict:
     return TABLES
 
 
-def _objects(task: dict, with_records: bool) -> Iterator[dict]:
-    """The per-object path: every object of a file as a dict (the reference the fast path is tested against)."""
+def _objects(task: dict, with_records: bool, generic: bool = True) -> Iterator[dict]:
+    """The per-object path: every object of a file as a dict (the reference the fast path is tested against).
+    ``generic``: with the record objects of :func:`_records` (``--format table`` asks for those itself)."""
     TABLES = _registry()
 
     for name, spec in TABLES.items():
@@ -101,8 +106,8 @@ def _objects(task: dict, with_records: bool) -> Iterator[dict]:
         if name != "batches" and task["kind"] == "segment" and not with_records:
             continue  # internal-topic record decoders only with --records
         yield from _table_objects(task, name, spec)
-    if with_records and task["kind"] in ("segment", "kraft-snapshot") and task.get("topic") not in _INTERNAL:
-        yield from _records(task)
+    if generic and with_records and task["kind"] in ("segment", "kraft-snapshot"):
+        yield from _records(task, controls_only=task.get("topic") in _INTERNAL)
 
 
 def _fast_items(task: dict, with_records: bool, out) -> Iterator[dict]:
@@ -131,6 +136,11 @@ def _fast_items(task: dict, with_records: bool, out) -> Iterator[dict]:
         yield from _internal_lines(task, out)
     elif task["kind"] != "segment" or (with_records and task.get("topic") in _INTERNAL):
         yield from _internal_objects(task)
+    if with_records and task.get("topic") in _INTERNAL:
+        _import_numpy_single_threaded()
+        from auditor.dump import _fast
+
+        yield from _fast.control_records(task)
     if with_records and task.get("topic") not in _INTERNAL:
         start = 0
         if native:
@@ -246,8 +256,8 @@ def _record_lines(task: dict, name: str, spec, out, keep=None, kept: "list[dict]
     from auditor.errors import DecodeError
     decode = spec.record_decoder()
     extra = spec.record_extra(task) if spec.record_extra else {}
-    tail = _ENCODER.encode(extra)[1:] if extra else "}"
-    tail = (", " + tail if extra else tail) + "\n"
+    tail = ((", " + _ENCODER.encode(extra)[1:-1] if extra else "")
+            + place_literal(task, spec.context_name).decode("ascii") + "}\n")
     # a decoded column by one of these names would not stay where the prefix puts it (_table_objects)
     avoid = _RECORD_KEYS | set(extra) | _dropped(spec)
     memo: dict[tuple, tuple] = {}
@@ -414,10 +424,11 @@ def _dump_files(files, by_path: dict, records: bool, table, say) -> bool:
             if not fast:
                 _import_numpy_single_threaded()
             batches: list[dict] = []
+            decoded: dict[int, list[dict]] = {}  # --format table --records: internal tables' rows by offset
             # a file read by several decoders (a KRaft snapshot: batches, metadata records and
             # producer-id blocks) meets the same damage in each: say it once
             said: set[tuple] = set()
-            for obj in (_fast_items(task, records, out) if fast else _objects(task, records)):
+            for obj in (_fast_items(task, records, out) if fast else _objects(task, records, table is None)):
                 if obj["type"] == "problem":
                     normal = _is_normal(obj, task)
                     bad = bad or not normal
@@ -430,27 +441,44 @@ def _dump_files(files, by_path: dict, records: bool, table, say) -> bool:
                 if table is not None:
                     if obj["type"] == "batch":
                         batches.append(obj)
+                    elif isinstance(obj.get("offset"), int):
+                        decoded.setdefault(obj["offset"], []).append(obj)
                 else:
                     out.write((_ENCODER.encode(obj) + "\n").encode())
             if table is not None:
                 from auditor.report.console import safe
 
-                _print_table(table, fi.path, batches, safe)
+                recs = list(_records(task)) if records and task["kind"] in ("segment", "kraft-snapshot") else None
+                _print_table(table, fi.path, batches, safe, recs, decoded)
     finally:
         out.close()
     return bad
 
 
-def _print_table(console, path: str, batches: list[dict], safe) -> None:
+def _print_table(console, path: str, batches: list[dict], safe, recs: "list[dict] | None" = None,
+                 decoded: "dict[int, list[dict]] | None" = None) -> None:
     """``dump --format table`` of one file: its path once, as kafka-dump-log heads it, then its
-    batches (:func:`auditor.dump._lines.table_lines`)."""
+    batches (:func:`auditor.dump._lines.table_rows`), each followed with ``--records`` (``recs``:
+    :func:`_records`' objects, in file order) by its records' ``| offset: ...`` lines
+    (:func:`auditor.dump._lines.record_line`), as the tool's deep iteration prints them;
+    ``decoded``: an internal topic's table rows, by offset."""
     from rich.text import Text
 
-    from auditor.dump._lines import table_lines
+    from auditor.dump._lines import record_line, table_rows
+
+    def say(line: str) -> None:
+        console.print(Text(safe(line, markup=False)), soft_wrap=True)
 
     console.print(Text(f"Dumping {safe(path, markup=False)}", style="bold"), soft_wrap=True)
-    for line in table_lines(batches, console.width, lambda v: safe(v, markup=False)):
-        console.print(Text(line), soft_wrap=True)
+    recs, decoded, i = recs or [], decoded or {}, 0
+    for batch, lines in zip(batches, table_rows(batches, console.width, lambda v: safe(v, markup=False))):
+        for line in lines:
+            console.print(Text(line), soft_wrap=True)
+        # the records of this batch: those that follow in file order and name it (a batch without any, a
+        # legacy wrapper that does not inflate, takes none)
+        while i < len(recs) and recs[i]["batch_base_offset"] == batch["base_offset"]:
+            say(record_line(recs[i], batch, decoded.get(recs[i]["offset"], [])))
+            i += 1
     if not batches:
         console.print(Text("(no batches)", style="dim"), soft_wrap=True)
 
