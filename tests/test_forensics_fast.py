@@ -23,6 +23,7 @@ pytestmark = pytest.mark.spark
 
 HLW = json.loads((SAMPLE_LOGS / "hanging-late-write" / "expected.json").read_text())
 HANG = HLW["expect"]["anomalies"][0]
+PIPED_WIDTH = 200  # what the table views lay their lines out for when stdout is not a terminal
 
 
 @pytest.fixture(scope="module")
@@ -139,11 +140,14 @@ def test_late_write_is_marked(tables):
     assert end["anomalies"] == ["LSO held by a late write"] and end["open_transactions"][0]["late_write"]
     times = [e["time_ms"] for e in evs[:-1]]
     assert end["time_ms"] == max(times)
-    # the table: one line per event, 80-120 columns, the late write marked "!"
+    # the table: one line per event, within 200 columns when piped (details cut to fit), the late
+    # write marked "!"; with --wide every detail whole
     res = _cli(*args)
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
-    assert all(len(x) <= 120 for x in lines)
+    assert all(len(x) <= PIPED_WIDTH for x in lines)
+    whole = _cli(*args, "--wide").stdout.splitlines()
+    assert any(late["detail"] in x for x in whole) and any(x.startswith("!") and x.endswith("…") for x in lines)
     marked = [x for x in lines if x.startswith("!")]
     assert len(marked) == 2 and "late write" in marked[0] and re.search(r"\b15\.\.16\b", marked[0])
     assert "LSO held by a late write" in marked[1]
@@ -185,5 +189,5 @@ def test_coordinator_cluster(tables):
     table = _cli("coordinator", tables, tid, "--cluster", clusters[0])
     assert table.exit_code == 0, table.output
     records = [x for x in table.stdout.splitlines() if re.match(r"[ !] \d\d:\d\d:\d\d\.\d{3} ", x)]
-    assert len(records) == head["records"] and all(len(x) <= 120 for x in records)
+    assert len(records) == head["records"] and all(len(x) <= PIPED_WIDTH for x in records)
     assert _cli("coordinator", tables, tid, "--cluster", "nope").exit_code == 2

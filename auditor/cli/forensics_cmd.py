@@ -12,12 +12,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import click
+from rich.console import Console
 from rich.text import Text
 
-from auditor.report.console import err, out, safe, wide
+from auditor.report.console import err, safe, wide
+
+if TYPE_CHECKING:
+    from auditor.forensics.coordinator_lookup import Lookup
 
 
 class _BoundParam(click.ParamType):
@@ -59,12 +63,10 @@ def _jsonl(events: Iterable[dict[str, Any]]) -> None:
 
 # -- one line per event ------------------------------------------------------------------------
 
-MIN_WIDTH, MAX_WIDTH = 80, 120
+DETAIL_MIN = 20  # the detail column never gets fewer columns than this, even on a narrower terminal
 _STYLE = {"coordinator": "cyan", "lso": "yellow", "data-run": "dim", "end": "bold", "control": "magenta"}
-
-
-def _width(console) -> int:
-    return max(MIN_WIDTH, min(MAX_WIDTH, console.width))
+_WIDE_HELP = ("Print every detail whole, one line per event however wide (the terminal wraps it); by default a "
+              "detail longer than the terminal's width is cut, with an ellipsis.")
 
 
 def fit(text: str, room: int) -> str:
@@ -80,6 +82,17 @@ def fit(text: str, room: int) -> str:
     return cut.rstrip(" ,;:") + "…"
 
 
+def prose(console: Console, text: str | Text, *, uncut: bool, indent: int = 0) -> None:
+    """A line of prose (a title, a note): wrapped at spaces to the terminal with ``indent`` columns
+    before every line, so it is read whole at any width; with ``uncut`` (``--wide``) on one line,
+    like every event line then."""
+    t = Text(text) if isinstance(text, str) else text
+    pieces = [t] if uncut else t.wrap(console, max(DETAIL_MIN, console.width - indent))
+    for piece in pieces:
+        piece.rstrip()
+        console.print(Text(" " * indent) + piece, soft_wrap=True)
+
+
 def _clock(ms: int | None) -> tuple[str, str]:
     """(date, HH:MM:SS.mmm) of an instant, UTC; ("", "") when unknown."""
     from auditor.forensics.replay import iso_ms
@@ -89,17 +102,21 @@ def _clock(ms: int | None) -> tuple[str, str]:
 
 
 class _Lines:
-    """Fixed columns, a detail column filling the line, a date line when the day changes."""
+    """Fixed columns, a detail column filling the line, a date line when the day changes.
 
-    def __init__(self, console, columns: list[tuple[str, int, str]]) -> None:
+    The detail column takes what the terminal's width leaves (200 columns when piped), so a wide
+    terminal shows long details whole; ``uncut`` (``--wide``) never cuts one, for a reader who
+    needs every word (a transactional id, a coordinator record) whatever the terminal."""
+
+    def __init__(self, console: Console, columns: list[tuple[str, int, str]], *, uncut: bool = False) -> None:
         self.console = console
-        self.width = _width(console)
+        self.width = console.width
+        self.uncut = uncut
         self.columns = columns  # (header, width, "<" or ">")
         self.day = ""
-        self.fixed = 2 + 13 + sum(w + 1 for _, w, _ in columns)  # mark, time, columns
 
     def header(self, title: str) -> None:
-        self.console.print(Text(safe(title, markup=False), style="bold"), soft_wrap=True)
+        prose(self.console, Text(safe(title, markup=False), style="bold"), uncut=self.uncut)
         head = "  " + f"{'time (UTC)':<12} " + " ".join(f"{h:{a}{w}}" for h, w, a in self.columns) + " detail"
         self.console.print(Text(head, style="dim"), soft_wrap=True)
 
@@ -114,8 +131,10 @@ class _Lines:
         t.append(" " + f"{clock:<12} ")
         t.append(" ".join(f"{safe(c, markup=False):{a}{w}}" for c, (_, w, a) in zip(cells, self.columns)) + " ",
                  style=style)
-        room = max(20, self.width - len(t.plain))
-        t.append(fit(safe(detail, markup=False), room), style="bold red" if anomaly else style)
+        detail = safe(detail, markup=False)
+        if not self.uncut:
+            detail = fit(detail, max(DETAIL_MIN, self.width - len(t.plain)))
+        t.append(detail, style="bold red" if anomaly else style)
         self.console.print(t, soft_wrap=True)
 
 
@@ -154,9 +173,10 @@ def _event_cells(ev: dict[str, Any]) -> tuple[list[str], str, str | None]:
     return [label, offsets, pid, lso], detail, style
 
 
-def _render(events: Iterable[dict[str, Any]], title: str) -> int:
-    """Print events one line each (80-120 columns; anomalies marked ``!``, in red)."""
-    lines = _Lines(wide(), _TIMELINE_COLUMNS)
+def _render(events: Iterable[dict[str, Any]], title: str, uncut: bool = False) -> int:
+    """Print events one line each, to the terminal's width (all of each detail with ``uncut``;
+    anomalies marked ``!``, in red)."""
+    lines = _Lines(wide(), _TIMELINE_COLUMNS, uncut=uncut)
     lines.header(title)
     shown = 0
     for ev in events:
@@ -179,13 +199,14 @@ def _render(events: Iterable[dict[str, Any]], title: str) -> int:
 @click.option("--batches", "batches", type=click.Choice(["summary", "all"]), default="summary", show_default=True,
               help="summary: runs of ordinary data batches of one producer session on one line.")
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True)
+@click.option("--wide", "uncut", is_flag=True, help=_WIDE_HELP)
 @click.option("--engine", type=click.Choice(["auto", "arrow", "spark"]), default="auto", show_default=True,
               help="arrow: read the tables with pyarrow and replay in-process (no Spark); spark: Spark jobs (big "
                    "tables); auto: arrow unless the partition has 2M batches or more.")
 @click.option("--master", default=None, help="Spark master URL (default: embedded local[*]; Spark engine only).")
 @click.option("--conf", "confs", multiple=True, help="Spark setting key=value (repeatable; Spark engine only).")
-def timeline_cmd(tables, topic, partition, producer_id, start, stop, cluster, broker, batches, fmt, engine, master,
-                 confs) -> None:
+def timeline_cmd(tables, topic, partition, producer_id, start, stop, cluster, broker, batches, fmt, uncut, engine,
+                 master, confs) -> None:
     """The forensic view of one partition: batches, markers, the LSO, coordinator state changes.
 
     Replays the partition in offset order (sessions, transaction starts, markers,
@@ -200,6 +221,7 @@ def timeline_cmd(tables, topic, partition, producer_id, start, stop, cluster, br
       txn-audit timeline tables/ --topic transfers --partition 0
       txn-audit timeline tables/ --topic orders --partition 0 --cluster CLUSTER_ID
       txn-audit timeline tables/ --topic orders --partition 0 --from 2026-11-20T10:00:00Z --format jsonl
+      txn-audit timeline tables/ --topic orders --partition 0 --wide | less -S
 
     \b
     Exit status: 0 shown, 2 the topic, partition, cluster or broker is not in
@@ -238,7 +260,7 @@ def timeline_cmd(tables, topic, partition, producer_id, start, stop, cluster, br
         return
     title = f"{topic}-{partition}, cluster {rep.cluster_id}, broker {rep.broker_id}" + (
         f", producer {producer_id}" if producer_id is not None else "")
-    _render(events, title)
+    _render(events, title, uncut)
 
 
 _COORDINATOR_COLUMNS = [("record", 9, ">"), ("state", 14, "<"), ("pid/epoch", 9, ">")]
@@ -276,7 +298,8 @@ def _record_cells(r: dict[str, Any], owner: int) -> tuple[list[str], str, str | 
 @click.option("--cluster", default=None, metavar="CLUSTER_ID",
               help="Cluster to answer for (required when records of the id are in several clusters of TABLES).")
 @click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True)
-def coordinator_cmd(tables, transactional_id, partitions, cluster, fmt) -> None:
+@click.option("--wide", "uncut", is_flag=True, help=_WIDE_HELP)
+def coordinator_cmd(tables, transactional_id, partitions, cluster, fmt, uncut) -> None:
     """Which __transaction_state partition owns TRANSACTIONAL_ID, and its state history.
 
     The partition is abs(javaHashCode(id)) % N exactly as the broker computes it
@@ -295,7 +318,6 @@ def coordinator_cmd(tables, transactional_id, partitions, cluster, fmt) -> None:
     """
     from auditor.forensics.coordinator_lookup import TXN_TOPIC, lookup, lookup_json, record_json
     from auditor.forensics.timeline import describe_clusters
-    from auditor.formats.txnlog import kafka_abs
 
     lookups = lookup(tables, transactional_id, partitions)
     with_records = {lk.cluster_id: lk.brokers for lk in lookups if lk.records}
@@ -326,18 +348,30 @@ def coordinator_cmd(tables, transactional_id, partitions, cluster, fmt) -> None:
                 sys.stdout.write(json.dumps(record_json(r), default=str) + "\n")
         return
     for lk in lookups:
-        cluster_note = f" (cluster {safe(lk.cluster_id)})" if lk.cluster_id else ""
-        out.print(f"transactional id [bold]{safe(transactional_id)}[/bold]{cluster_note} -> "
-                  f"[bold]{TXN_TOPIC}-{lk.partition}[/bold]")
-        out.print(f"  String.hashCode {lk.java_hash}, Utils.abs {kafka_abs(lk.java_hash)}, "
-                  f"% {lk.partitions.count} partitions ({safe(lk.partitions.source)}: {safe(lk.partitions.detail)})")
-        if not lk.records:
-            out.print("  no records in this dump")
-            continue
-        lines = _Lines(wide(), _COORDINATOR_COLUMNS)
-        lines.header(f"{len(lk.records)} {TXN_TOPIC} records")
-        for r in lk.records:
-            cells, detail, style, anomalies = _record_cells(r, lk.partition)
-            if anomalies:
-                detail = "[" + "; ".join(anomalies) + "] " + detail
-            lines.line(r.get("timestamp"), cells, detail, style=style, anomaly=bool(anomalies))
+        _print_lookup(lk, transactional_id, uncut)
+
+
+def _print_lookup(lk: Lookup, transactional_id: str, uncut: bool) -> None:
+    """One cluster's answer: the owning partition, how it was computed, then the id's records one
+    line each. The two lines of prose wrap at spaces (a topic or a source's detail can be long);
+    the records' details get what the terminal's width leaves, or all of it with ``uncut``."""
+    from auditor.forensics.coordinator_lookup import TXN_TOPIC
+    from auditor.formats.txnlog import kafka_abs
+
+    console = wide()
+    cluster_note = f" (cluster {safe(lk.cluster_id)})" if lk.cluster_id else ""
+    prose(console, Text.from_markup(f"transactional id [bold]{safe(transactional_id)}[/bold]{cluster_note} -> "
+                                    f"[bold]{TXN_TOPIC}-{lk.partition}[/bold]"), uncut=uncut)
+    prose(console, f"String.hashCode {lk.java_hash}, Utils.abs {kafka_abs(lk.java_hash)}, % {lk.partitions.count} "
+                   f"partitions ({safe(lk.partitions.source, markup=False)}: "
+                   f"{safe(lk.partitions.detail, markup=False)})", uncut=uncut, indent=2)
+    if not lk.records:
+        prose(console, "no records in this dump", uncut=uncut, indent=2)
+        return
+    lines = _Lines(console, _COORDINATOR_COLUMNS, uncut=uncut)
+    lines.header(f"{len(lk.records)} {TXN_TOPIC} records")
+    for r in lk.records:
+        cells, detail, style, anomalies = _record_cells(r, lk.partition)
+        if anomalies:
+            detail = "[" + "; ".join(anomalies) + "] " + detail
+        lines.line(r.get("timestamp"), cells, detail, style=style, anomaly=bool(anomalies))

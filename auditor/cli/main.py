@@ -51,8 +51,8 @@ _COMMANDS = {
     "report": ("auditor.cli.report_cmd", "report_cmd"),
     "scan": ("auditor.cli.audit_cmd", "scan_cmd"),
     "audit": ("auditor.cli.audit_cmd", "audit_cmd"),
-    "rules": ("auditor.cli.audit_cmd", "rules_cmd"),
-    "explain": ("auditor.cli.audit_cmd", "explain_cmd"),
+    "rules": ("auditor.cli.rules_cmd", "rules_cmd"),
+    "explain": ("auditor.cli.rules_cmd", "explain_cmd"),
 }
 _PROG = "txn-audit"
 _VERBOSE_ENV = "TXN_AUDIT_VERBOSE"  # auditor.spark.session.VERBOSE_ENV (not imported: dump starts without it)

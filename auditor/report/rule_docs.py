@@ -44,16 +44,21 @@ def examples() -> dict[str, dict]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def rule_markdown(rule: Rule, level: int = 1, example: dict | None = None) -> str:
-    """The rule's page; ``example`` (as in ``rules/examples.json``) defaults to the rule's own."""
+def rule_markdown(rule: Rule, level: int = 1, example: dict | None = None, tables: bool = True) -> str:
+    """The rule's page; ``example`` (as in ``rules/examples.json``) defaults to the rule's own.
+
+    ``tables=False`` gives the evidence and the kinds as lists instead of tables, for a terminal
+    (``txn-audit explain``): a table squeezed into 80 columns cuts a long word of a message (a
+    ``<placeholder>`` joined to a topic name) with an ellipsis, while a list item wraps at spaces
+    with the whole line's width."""
     h = "#" * level
     lines = [f"{h} {rule.id}", "", f"*{rule.title}*", ""]
     for heading, text in doc_sections(rule.doc):
         lines += [f"{h}# {heading}", "", text, ""]
-    lines += [f"{h}# Evidence", "", "| field | type | meaning |", "|---|---|---|"]
-    lines += [f"| `{e.name}` | {e.type} | {_md_cell(e.doc)} |" for e in rule.evidence]
-    lines += ["", f"{h}# Severity", "", "| kind | severity | message |", "|---|---|---|"]
-    lines += [f"| `{name}` | {k.severity} | {_md_cell(readable(k.message))} |" for name, k in rule.kinds.items()]
+    evidence = [(f"`{e.name}`", e.type, e.doc) for e in rule.evidence]
+    kinds = [(f"`{name}`", k.severity, readable(k.message)) for name, k in rule.kinds.items()]
+    lines += [f"{h}# Evidence", ""] + _md_rows(("field", "type", "meaning"), evidence, tables)
+    lines += ["", f"{h}# Severity", ""] + _md_rows(("kind", "severity", "message"), kinds, tables)
     lines += ["", f"{h}# Example", ""]
     lines += _example(example if example is not None else examples().get(rule.id))
     lines += ["", f"{h}# Remediation", ""]
@@ -66,6 +71,14 @@ def rule_markdown(rule: Rule, level: int = 1, example: dict | None = None) -> st
     lines += ["", f"{h}# References", ""]
     lines += [f"* {_reference(p)}" for p in rule.proposals]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _md_rows(header: tuple[str, str, str], rows: list[tuple[str, str, str]], table: bool) -> list[str]:
+    """(name, qualifier, prose) rows as a Markdown table, or as a list of ``name (qualifier): prose``."""
+    if not table:
+        return [f"* {name} ({qualifier}): {_md_text(text)}" for name, qualifier, text in rows]
+    return ([f"| {' | '.join(header)} |", "|---|---|---|"]
+            + [f"| {name} | {qualifier} | {_md_cell(text)} |" for name, qualifier, text in rows])
 
 
 def _example(ex: dict | None) -> list[str]:
