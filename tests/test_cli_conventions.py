@@ -164,8 +164,10 @@ def scans(tmp_path_factory):
     manifest = json.loads((kept[0] / "_ingest.json").read_text()) if kept else {}
     second = _run(["scan", str(SAMPLE), "--format", "json", "--exit-zero"], env)
     manifest2 = json.loads((kept[0] / "_ingest.json").read_text()) if kept else {}
-    return {"base": base, "env": env, "first": first, "second": second, "kept": kept,
-            "run_ids": (manifest.get("run_id"), manifest2.get("run_id"))}
+    rule = _run(["scan", str(SAMPLE), "--format", "json", "--rule", "stuck-lso"], env)
+    timeout = _run(["scan", str(SAMPLE), "--format", "json", "--max-timeout-ms", "60000"], env)
+    return {"base": base, "env": env, "first": first, "second": second, "kept": kept, "rule": rule,
+            "timeout": timeout, "run_ids": (manifest.get("run_id"), manifest2.get("run_id"))}
 
 
 def test_quiet_scan_stderr_has_no_jvm_lines(scans):
@@ -185,8 +187,23 @@ def test_scan_keeps_its_tables_and_reuses_them(scans):
     assert len(scans["kept"]) == 1 and (scans["kept"][0] / "batches").is_dir()
     a, b = scans["run_ids"]
     assert a and a == b, "the second scan decoded again"
-    assert "reusing the tables in" in second.stderr
+    # the same options: the first scan's findings too, rendered without Spark
+    assert "reusing its findings" in second.stderr and "the tables in" in second.stderr
     assert not any(n in second.stderr for n in JVM_NOISE), second.stderr
+    first = json.loads(scans["first"].stdout)
+    assert json.loads(second.stdout)["findings"] == first["findings"]
+
+
+def test_a_rescan_with_other_options_reuses_what_they_do_not_change(scans):
+    """--rule only chooses among the kept findings (all rules ran); --max-timeout-ms changes
+    verdicts: the rules run again, on the kept tables."""
+    first = json.loads(scans["first"].stdout)["findings"]
+    rule = scans["rule"]
+    assert "reusing its findings" in rule.stderr, rule.stderr[-2000:]
+    assert json.loads(rule.stdout)["findings"] == [f for f in first if f["rule"] == "stuck-lso"] != []
+    timeout = scans["timeout"]
+    assert "reusing its findings" not in timeout.stderr and "reusing the tables in" in timeout.stderr, timeout.stderr[-2000:]
+    assert json.loads(timeout.stdout)["findings"]
 
 
 def test_report_exit_status(scans):

@@ -21,16 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.markdown import Markdown
-from rich.table import Table
 
-from auditor.report.console import err, safe, wide
+from auditor.report.console import err, safe
 from auditor.cli.ingest_cmd import check_inputs, input_uris, remote_store_option, verbose_option
 from auditor.cli.metrics_option import metrics_option
 from auditor.cli.progress import StageProgress
 from auditor.cli.report_cmd import InputError, emit_report, exit_with, make_filters, report_options, with_baseline
 from auditor.engine.rule import discover
-from auditor.report import from_audit
+from auditor.report import from_audit, load_report
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.engine.runner import AuditResult
@@ -241,6 +239,62 @@ def _prune(home: Path, keep: Path) -> None:
             shutil.rmtree(d, ignore_errors=True)
 
 
+FINDINGS_CACHE = "_findings"  # in a scan's kept tables: the findings of audits run on them, by options
+
+
+def _findings_key(kept: dict, as_of, max_timeout_ms: int, rules: tuple[str, ...]) -> str:
+    """Which audit's findings a directory under :data:`FINDINGS_CACHE` holds: the tables' ingest
+    run, the options that change verdicts (``--as-of`` as given: ``now`` is a new instant each
+    time, so it never matches), the rules run and the audit code (``audit_digest``)."""
+    import hashlib
+    import json
+
+    from auditor.batch.versions import audit_digest
+
+    key = {"tables_run": kept.get("run_id"), "as_of": as_of, "max_timeout_ms": max_timeout_ms,
+           "rules": sorted(rules), "audit": audit_digest()}
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+
+
+def _cached_findings(tdir: Path, kept: dict | None, as_of, max_timeout_ms: int, rules: tuple[str, ...]) -> Path | None:
+    """The findings of an earlier scan of these very tables with these options: with every rule
+    (``--rule`` and the other filters then only choose what is shown: the findings directory holds
+    all of them) or with the same ``--rule`` set. None when there is none."""
+    if kept is None:
+        return None
+    for run in ((), tuple(rules)):
+        d = tdir / FINDINGS_CACHE / _findings_key(kept, as_of, max_timeout_ms, run)
+        if (d / "_audit.json").is_file():
+            return d
+    return None
+
+
+def _keep_findings(res, tdir: Path, digest: str, as_of, max_timeout_ms: int, rules: tuple[str, ...]) -> None:
+    """The audit's findings kept beside the tables for the next scan (:func:`_cached_findings`)."""
+    from auditor.engine.runner import write_findings
+
+    kept = _kept(tdir, digest)
+    if kept is None:
+        return
+    try:
+        write_findings(None, res, str(tdir / FINDINGS_CACHE / _findings_key(kept, as_of, max_timeout_ms, rules)))
+    except OSError:
+        pass  # not reusable next time; this scan's report is complete
+
+
+def _report_cached(cached: Path, tdir: str, rules, fmt, fail_on, exit_zero, bootstrap_server, filter_opts,
+                   quiet: bool) -> None:
+    """Render the kept findings of an identical earlier scan (no Spark), then exit with its status."""
+    report = load_report(cached, make_filters(rules=rules, **filter_opts), bootstrap_server)
+    report.run["source"] = None
+    report.run["tables"] = str(Path(tdir).absolute())
+    if not quiet:
+        err.print(f"[dim]inputs and options unchanged since audit run {safe(report.run.get('run_id'))}: "
+                  f"reusing its findings ({report.total_findings}) and the tables in {safe(tdir)}[/dim]")
+    emit_report(with_baseline(report, filter_opts.get("baseline")), fmt, filter_opts.get("report_file"))
+    exit_with(report, fail_on, exit_zero)
+
+
 def _inventory(tdir: Path) -> list[dict]:
     """The files table of kept tables, as ingest returns it."""
     from auditor.engine.tablesource import arrow_dataset
@@ -334,7 +388,9 @@ def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, mast
     The tables are kept (see --tables) so that `txn-audit timeline TABLES` and
     `txn-audit coordinator TABLES` can follow up on a finding without a second
     ingest; the report names the place (run.tables in JSON). A second scan of
-    unchanged inputs reuses them.
+    unchanged inputs reuses them, and with the same --as-of (not 'now'),
+    --max-timeout-ms and rules (or a subset: then --rule filters) it reuses the
+    findings too: another filter, format or --baseline renders without Spark.
 
     \b
     Examples:
@@ -365,6 +421,10 @@ def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, mast
         tables_dir = str(tables_home() / digest[:16])
         _check_outputs(tables_dir)
     kept = _kept(Path(tables_dir), digest) if keep_tables else None
+    cached = (_cached_findings(Path(tables_dir), kept, as_of, max_timeout_ms, rules)
+              if kept is not None and not findings_out and not metrics.path else None)
+    if cached is not None:
+        return _report_cached(cached, tables_dir, rules, fmt, fail_on, exit_zero, bootstrap_server, filter_opts, quiet)
     # a small local input is decoded by processes of its own while the driver JVM starts
     decoded = _start_decode(plan, master) if kept is None else None
     try:
@@ -389,6 +449,8 @@ def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, mast
                     _prune(tables_home(), Path(tdir))
         readable = _readable(files, quiet)
         res = _run_audit(spark, tdir, rules, as_of, max_timeout_ms, findings_out, prog.stage("rules"))
+        if keep_tables:
+            _keep_findings(res, Path(tdir), digest, as_of, max_timeout_ms, rules)
     if metrics.path:
         _record(metrics, res, rules, max_timeout_ms, files_decoded=readable if kept is None else 0)
     _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=findings_out, exit_zero=exit_zero,
@@ -423,29 +485,3 @@ def _record(metrics: MetricsRun, res: AuditResult, rules: tuple[str, ...], max_t
     report = from_audit(res)
     metrics.succeeded(Outcome(report.findings, report.cluster_ids(), select_rules(discover(), list(rules)),
                               files_decoded, max_timeout_ms))
-
-
-@click.command("rules")
-def rules_cmd() -> None:
-    """List the rule catalog: id, severity, title."""
-    t = Table(title="txn-audit rules")
-    for c in ("id", "severity", "title", "proposals"):
-        t.add_column(c)
-    for r in discover():
-        t.add_row(r.id, r.severity, safe(r.title), ", ".join(r.proposals))
-    wide().print(t)
-
-
-@click.command("explain")
-@click.argument("rule")
-def explain_cmd(rule) -> None:
-    """Print a rule's full documentation."""
-    rules = {r.id: r for r in discover()}
-    if rule not in rules:
-        raise click.UsageError(f"unknown rule {rule!r}; see `txn-audit rules`")
-    from rich.console import Console
-
-    from auditor.report.rule_docs import rule_markdown
-
-    # wrapped to the terminal (80 columns when piped): the shared console does not wrap, and would crop
-    Console(highlight=False).print(Markdown(rule_markdown(rules[rule])))
