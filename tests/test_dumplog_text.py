@@ -376,3 +376,26 @@ def test_text_without_deep_iteration_is_not_audited_where_markers_are_untyped(sp
     assert not {k for k in got if k[3] == "transfers"}, got
     assert {line.split(" ")[0] for line in lacks if "dumped without --deep-iteration" in line} == {
         "transfers-0", "transfers-1"}
+
+
+def test_texts_of_one_cluster_are_one_cluster(spark, tmp_path):
+    """Texts that dump a cluster's metadata log name its topic ids: texts of one cluster (here a
+    broker's text taken three times, as three brokers' bundles would hold it) are one cluster whose
+    open transaction is one finding over three replicas -- not three clusters with a finding each."""
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
+
+    (tmp_path / "a").mkdir()
+    one = _scenario_text("hanging-late-write", tmp_path / "a", deep=True)
+    texts = []
+    for name in ("broker-1.txt", "broker-2.txt", "broker-3.txt"):
+        texts.append(tmp_path / name)
+        texts[-1].write_bytes(one.read_bytes())
+    out = tmp_path / "tables"
+    ingest(spark, [str(t) for t in texts], str(out))
+    res = audit(spark, str(out), report=True)
+    clusters = {c["cluster_id"] for c in res.summary["clusters"]}
+    assert len(clusters) == 1 and all(c.startswith("topic-id:") for c in clusters), clusters
+    late = [f for f in res.findings if f["rule"] == "hanging-transaction" and f["topic"] == "transfers"]
+    assert len(late) == 1 and late[0]["severity"] == "critical", late
+    assert sorted(r["log_dir"].split("::")[0] for r in late[0]["replicas"]) == sorted(str(t) for t in texts)

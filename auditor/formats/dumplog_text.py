@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
 HEADER = b"Dumping "
@@ -114,6 +114,9 @@ class Section:
     batch_lines: int = 0
     record_lines: int = 0  # ``| offset:`` lines: the dump was taken with --deep-iteration
     control_batches: int = 0
+    # topic ids the block's records name (``--cluster-metadata-decoder``'s TopicRecord and
+    # PartitionRecord JSON): random per topic, so two texts naming one are of one cluster
+    topic_ids: set = field(default_factory=set)
 
 
 def _lines(f: BinaryIO, start: int, end: int | None) -> Iterator[tuple[int, bytes, bool]]:
@@ -138,6 +141,9 @@ def _lines(f: BinaryIO, start: int, end: int | None) -> Iterator[tuple[int, byte
         pos += n
 
 
+_TOPIC_ID = re.compile(rb'"topicId":"([A-Za-z0-9_-]{22})"')
+
+
 def sections(f: BinaryIO, size: int | None = None) -> Iterator[Section]:
     """The ``Dumping`` blocks of a text, with what kind of lines each holds (one pass)."""
     cur: Section | None = None
@@ -152,6 +158,8 @@ def sections(f: BinaryIO, size: int | None = None) -> Iterator[Section]:
             continue
         elif line.startswith(b"| "):
             cur.record_lines += 1
+            if b'"topicId":"' in line:
+                cur.topic_ids.update(m.decode() for m in _TOPIC_ID.findall(line))
         elif line.startswith((b"baseOffset: ", b"offset: ")):
             cur.batch_lines += 1
             if b" isControl: true " in line:

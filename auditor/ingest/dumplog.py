@@ -20,10 +20,12 @@ printed. Its kind says what the text holds:
 
 The broker id is -1 (the text names no broker). The log dir of every block is prefixed with the text file (``<text>::<log dir>``):
 two texts taken on different brokers often name the same ``/var/lib/kafka/data``,
-and merging them would make one replica of two. A text is therefore a broker of
-its own, keyed by its log dir (no ``meta.properties``, no cluster id): dump the
-``__transaction_state`` partitions in the same run (``--files a,b,...``) for the
-coordinator's view.
+and merging them would make one replica of two. A text is therefore a replica of
+its own, keyed by its log dir. It has no ``meta.properties``, so no cluster id of its
+own: texts that dump ``__cluster_metadata`` (``--cluster-metadata-decoder``) and name
+a topic id in common are one cluster (:func:`join_clusters`); a text without is a
+cluster of its own. Dump the ``__transaction_state`` partitions in the same run
+(``--files a,b,...``) for the coordinator's view.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ def expand(fi: FileInfo) -> list[FileInfo]:
     for s in blocks:
         rows.append(_block_row(fi, s, s.dumped_path in seen))
         seen.add(s.dumped_path)
+    fi.extra["topic_ids"] = set().union(*(s.topic_ids for s in blocks)) if blocks else set()
     segs = sum(r.kind in SEGMENT_KINDS for r in rows)
     fi.note = (f"kafka-dump-log text: {len(blocks)} dumped file(s), {segs} segment(s) read "
                f"(rows under {fi.path}{SEPARATOR}<dumped path>)")
@@ -128,6 +131,42 @@ def _block_row(text: FileInfo, s: dt.Section, repeated: bool) -> FileInfo:
     row.broker_id = -1 if parsed else None
     row.extra = {"range_start": s.start, "range_end": s.end}
     return row
+
+
+TEXT_CLUSTER_PREFIX = "topic-id:"
+
+
+def join_clusters(files: list[FileInfo]) -> None:
+    """Texts of one cluster made one cluster: texts whose ``__cluster_metadata`` blocks name a
+    topic id in common (ids are random UUIDs: two clusters never share one), chained through any
+    text they share one with, get one cluster id, ``topic-id:<least id>`` (a text carries no
+    ``meta.properties``), on the text's row and its blocks'. Their log dirs stay apart (each text
+    is a replica of its own), so one transaction seen by three brokers' texts is one finding over
+    three replicas, not three clusters' findings. A text naming no topic id keeps none."""
+    texts = [fi for fi in files if fi.kind == TEXT_KIND and fi.extra.get("topic_ids")]
+    parent = list(range(len(texts)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[str, int] = {}
+    for i, fi in enumerate(texts):
+        for tid in fi.extra["topic_ids"]:
+            if tid in owner:
+                parent[root(i)] = root(owner[tid])
+            else:
+                owner[tid] = i
+    ids: dict[int, set] = {}
+    for i, fi in enumerate(texts):
+        ids.setdefault(root(i), set()).update(fi.extra["topic_ids"])
+    by_text = {fi.path: TEXT_CLUSTER_PREFIX + min(ids[root(i)]) for i, fi in enumerate(texts)}
+    for fi in files:
+        key = text_path(fi.path) if is_block(fi) else fi.path
+        if key in by_text and (fi.kind == TEXT_KIND or is_block(fi)):
+            fi.cluster_id = by_text[key]
 
 
 def is_block(fi: FileInfo) -> bool:

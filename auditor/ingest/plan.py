@@ -96,7 +96,8 @@ def archive_note(head: bytes) -> str | None:
 def _with_dump_texts(files: list[FileInfo]) -> list[FileInfo]:
     """Each kafka-dump-log text among the files Kafka would not name (any extension,
     given or found in a directory) expanded into its dumped blocks
-    (:func:`auditor.ingest.dumplog.expand`)."""
+    (:func:`auditor.ingest.dumplog.expand`), texts of one cluster given one cluster id
+    (:func:`auditor.ingest.dumplog.join_clusters`)."""
     from auditor.ingest import dumplog
 
     out: list[FileInfo] = []
@@ -105,6 +106,7 @@ def _with_dump_texts(files: list[FileInfo]) -> list[FileInfo]:
             out.extend(dumplog.expand(fi))
         else:
             out.append(fi)
+    dumplog.join_clusters(out)
     return out
 
 
