@@ -251,3 +251,19 @@ def test_batch_fail_on(monkeypatch, tmp_path, fail_on, code):
     res = CliRunner().invoke(cli, args + (["--fail-on", fail_on] if fail_on else []))
     assert res.exit_code == code, res.output
     assert json.loads(res.stdout) == {"run": 1}
+
+
+def test_forensics_given_the_scanned_log_dir_read_its_kept_tables(scans):
+    """timeline/coordinator given what the scan read find the tables it kept; a mistyped topic or
+    transactional id gets the close names of the dump; an input never scanned says what to run."""
+    env = scans["env"]
+    tl = _run(["timeline", str(SAMPLE), "--topic", "transfers", "--partition", "0", "--format", "jsonl"], env)
+    assert tl.returncode == 0, tl.stderr[-2000:]
+    assert f"reading the tables `txn-audit scan {SAMPLE}` kept: {scans['kept'][0]}" in tl.stderr
+    assert any(json.loads(x).get("late_write") for x in tl.stdout.splitlines())
+    typo = _run(["timeline", str(SAMPLE), "--topic", "tranfers", "--partition", "0"], env)
+    assert typo.returncode == 2 and "did you mean 'transfers'?" in typo.stderr, typo.stderr[-2000:]
+    coord = _run(["coordinator", str(SAMPLE), "transfer-txn"], env)
+    assert "did you mean 'transfers-txn'?" in coord.stderr, coord.stderr[-2000:]
+    other = _run(["timeline", str(SAMPLE_LOGS / "clean"), "--topic", "x", "--partition", "0"], env)
+    assert other.returncode == 2 and f"run `txn-audit scan {SAMPLE_LOGS / 'clean'}`" in other.stderr

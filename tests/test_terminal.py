@@ -124,7 +124,11 @@ def test_report_fits_the_terminal_and_its_first_screen_is_the_answer(findings_di
     evidence = dict(crit["evidence"] or [])  # the findings table's map<string,string>: (key, value) pairs
     start = evidence.get("previous_marker_offset") if crit["kind"] == "late-write" else None
     start = crit["first_offset"] if start is None else start  # a late write's: the marker it follows
-    timeline = f"txn-audit timeline <TABLES> --topic {crit['topic']} --partition {crit['partition']} --from {start}"
+    # over the tables the scan kept: its findings directory names them (no <TABLES> placeholder)
+    manifest = json.loads((findings_dir / "_audit.json").read_text())
+    timeline = (f"txn-audit timeline {manifest['tables']} --topic {crit['topic']} --partition {crit['partition']} "
+                f"--from {start}")
+    assert Path(manifest["tables"], "batches").is_dir()
     assert any(ln.strip().startswith(timeline) for ln in logical_lines(lines))
 
 

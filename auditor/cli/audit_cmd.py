@@ -282,6 +282,23 @@ def _keep_findings(res, tdir: Path, digest: str, as_of, max_timeout_ms: int, rul
         pass  # not reusable next time; this scan's report is complete
 
 
+def _note_tables(findings: Path, tdir: Path) -> None:
+    """The kept tables named in a findings directory's manifest, so ``report`` later prints
+    ``txn-audit timeline TABLES`` with the real path (rewritten whole: temp file + rename)."""
+    import json
+    import os
+
+    path = findings / "_audit.json"
+    try:
+        manifest = json.loads(path.read_text())
+        manifest["tables"] = str(tdir.absolute())
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp.write_text(json.dumps(manifest, indent=2, default=str))
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        pass  # the report prints <TABLES> instead of the path
+
+
 def _report_cached(cached: Path, tdir: str, rules, fmt, fail_on, exit_zero, bootstrap_server, filter_opts,
                    quiet: bool) -> None:
     """Render the kept findings of an identical earlier scan (no Spark), then exit with its status."""
@@ -451,6 +468,8 @@ def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, mast
         res = _run_audit(spark, tdir, rules, as_of, max_timeout_ms, findings_out, prog.stage("rules"))
         if keep_tables:
             _keep_findings(res, Path(tdir), digest, as_of, max_timeout_ms, rules)
+            if findings_out:
+                _note_tables(Path(findings_out), Path(tdir))
     if metrics.path:
         _record(metrics, res, rules, max_timeout_ms, files_decoded=readable if kept is None else 0)
     _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=findings_out, exit_zero=exit_zero,

@@ -56,6 +56,24 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
+def tables_of(path: str) -> str:
+    """TABLES as given, or -- given what a scan read (a log dir, a partition directory) -- the
+    tables that scan kept (``scan`` keeps them under a digest of its inputs: the same inputs,
+    unchanged, find them). Fails (status 2) saying how to get tables when there are none."""
+    if (Path(path) / "batches").is_dir() or (Path(path) / "_ingest.json").is_file():
+        return path
+    from auditor.cli.audit_cmd import _kept, inputs_digest, tables_home
+    from auditor.ingest.plan import make_plan
+
+    digest = inputs_digest([path], make_plan([path]))
+    kept = tables_home() / digest[:16]
+    if _kept(kept, digest) is None:
+        _fail(f"{path} is not a tables directory, and no scan of it kept tables: run `txn-audit scan {path}` "
+              "(it keeps them; the files must be unchanged since) or `txn-audit ingest` it")
+    err.print(f"[dim]reading the tables `txn-audit scan {safe(path)}` kept: {safe(str(kept))}[/dim]")
+    return str(kept)
+
+
 def _jsonl(events: Iterable[dict[str, Any]]) -> None:
     for ev in events:
         sys.stdout.write(json.dumps(ev, default=str) + "\n")
@@ -224,11 +242,16 @@ def timeline_cmd(tables, topic, partition, producer_id, start, stop, cluster, br
       txn-audit timeline tables/ --topic orders --partition 0 --wide | less -S
 
     \b
+    TABLES is what `ingest` wrote or `scan` kept, or what a scan read (a log
+    dir): its kept tables are read then.
+
+    \b
     Exit status: 0 shown, 2 the topic, partition, cluster or broker is not in
     TABLES, or several clusters hold the partition and --cluster does not say which.
     """
     from auditor.forensics.timeline import TimelineError, TimelineRequest, open_timeline
 
+    tables = tables_of(tables)
     if not (Path(tables) / "batches").is_dir():
         _fail(f"{tables} has no batches table: is it a directory written by `txn-audit ingest`?")
     req = TimelineRequest(topic, partition, producer_id, start, stop, broker, summary=batches == "summary",
@@ -319,8 +342,16 @@ def coordinator_cmd(tables, transactional_id, partitions, cluster, fmt, uncut) -
     from auditor.forensics.coordinator_lookup import TXN_TOPIC, lookup, lookup_json, record_json
     from auditor.forensics.timeline import describe_clusters
 
+    tables = tables_of(tables)
     lookups = lookup(tables, transactional_id, partitions)
     with_records = {lk.cluster_id: lk.brokers for lk in lookups if lk.records}
+    if not with_records:
+        from auditor.forensics.coordinator_lookup import known_transactional_ids
+        from auditor.forensics.timeline import did_you_mean
+
+        hint = did_you_mean(transactional_id, known_transactional_ids(tables))
+        if hint:
+            err.print(f"[yellow]note[/yellow]: no records of {safe(transactional_id)!r} in this dump{safe(hint)}")
     if cluster is not None:
         mine = [lk for lk in lookups if lk.cluster_id == cluster]
         if not mine:

@@ -179,6 +179,15 @@ def _records(tables_dir: Path, transactional_id: str) -> list[dict[str, Any]]:
     return sorted(best.values(), key=lambda r: (r["cluster_id"] or "", r["partition"], r["offset"]))
 
 
+def known_transactional_ids(tables_dir: str | Path) -> list[str]:
+    """Every transactional id the tables' ``transaction_log`` names (to suggest one for a typo)."""
+    d = _dataset(Path(tables_dir), "transaction_log")
+    if d is None:
+        return []
+    ids = d.to_table(columns=["transactional_id"]).column("transactional_id").to_pylist()
+    return sorted({i for i in ids if i is not None})
+
+
 def lookup(tables_dir: str | Path, transactional_id: str, partitions: int | None = None) -> list[Lookup]:
     """One :class:`Lookup` per cluster holding records of the id, or per cluster
     in the dump when none does (a single cluster-less answer for an empty dump)."""

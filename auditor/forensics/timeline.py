@@ -47,6 +47,16 @@ BATCH_COLUMNS = ["base_offset", "last_offset", "producer_id", "producer_epoch", 
                  "record_count", "is_transactional", "is_control", "control_type", "coordinator_epoch", "max_timestamp"]
 
 
+def did_you_mean(name: str, known: list[str], what: str = "") -> str:
+    """``; did you mean 'x'?`` for the known names closest to a mistyped one ('' for none)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return f"; did you mean {' or '.join(repr(c) for c in close)}{what}?"
+
+
 class TimelineError(Exception):
     """The request names nothing in the tables (unknown topic, partition or broker)."""
 
@@ -126,6 +136,9 @@ class _TimelineBase:
     def partitions_present(self) -> list[int]:
         raise NotImplementedError
 
+    def topics_present(self) -> list[str]:
+        raise NotImplementedError
+
     def offset_range(self) -> tuple[int, int | None]:
         raise NotImplementedError
 
@@ -162,7 +175,7 @@ class _TimelineBase:
             if parts:
                 raise TimelineError(f"topic {r.topic!r} has no partition {r.partition} in this dump "
                                     f"(partitions present: {', '.join(map(str, parts))})")
-            raise TimelineError(f"topic {r.topic!r} is not in this dump (no batches)")
+            raise TimelineError(f"topic {r.topic!r} is not in this dump (no batches){did_you_mean(r.topic, self.topics_present())}")
         clusters = self.clusters()
         if r.cluster is not None:
             mine = [x for x in reps if x.cluster_id == r.cluster]
@@ -244,6 +257,9 @@ class Timeline(_TimelineBase):
         reps = [Replica(r["cluster_id"], r["broker_id"], r["log_dir"], r["n"], r["lo"], r["hi"] + 1) for r in rows]
         self.replicas = _sort_replicas(reps)
         return self.replicas
+
+    def topics_present(self) -> list[str]:
+        return sorted(x[0] for x in self.ctx.table("batches").select("topic").distinct().collect() if x[0] is not None)
 
     def partitions_present(self) -> list[int]:
         from pyspark.sql import functions as F
@@ -536,6 +552,12 @@ class ArrowTimeline(_TimelineBase):
                 a[2] = max(a[2], r["last_offset"])
         self.replicas = _sort_replicas([Replica(c, b, d, n, lo, hi + 1) for (c, b, d), (n, lo, hi) in agg.items()])
         return self.replicas
+
+    def topics_present(self) -> list[str]:
+        d = self._dataset("batches")
+        if d is None:
+            return []
+        return sorted(t for t in set(d.to_table(columns=["topic"]).column("topic").to_pylist()) if t is not None)
 
     def partitions_present(self) -> list[int]:
         import pyarrow.compute as pc

@@ -485,7 +485,7 @@ def load_findings_dir(path: str | Path) -> tuple[list[dict], dict, dict]:
 
 def load_report(path: str | Path, filters: Filters | None = None, bootstrap_server: str | None = None) -> Report:
     rows, manifest, plots = load_findings_dir(path)
-    run = {k: manifest.get(k) for k in ("run_id", "as_of_ms", "as_of_given", "skipped", "rule_seconds")}
+    run = {k: manifest.get(k) for k in ("run_id", "as_of_ms", "as_of_given", "skipped", "rule_seconds", "tables")}
     run["source"] = str(Path(path).absolute())
     return build_report(rows, summary=manifest.get("summary") or {}, plots=plots, run=run, filters=filters,
                         bootstrap_server=bootstrap_server)
