@@ -60,7 +60,7 @@ def test_scan_json_matches_the_scenarios(scanned):
     assert res.exit_code == 1, res.output  # a critical late write: --fail-on error
     assert res.stderr == "", res.stderr  # stderr is not a terminal: no progress bars, and no input was bad
     data = json.loads(res.stdout)
-    assert data["schema_version"] == 2
+    assert data["schema_version"] == 3
     assert data["inputs"] == [str(p.absolute()) for p in SCENARIOS]
     by_cluster = {}
     for f in data["findings"]:

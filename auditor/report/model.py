@@ -22,7 +22,7 @@ from typing import Any, Iterable
 from auditor.engine.findings import FINDING_COLUMNS
 from auditor.engine.rule import SEVERITIES, severity_rank
 
-SCHEMA_VERSION = 2  # of the JSON report (docs/report-format.md); bump on incompatible changes
+SCHEMA_VERSION = 3  # of the JSON report (docs/report-format.md); bump on incompatible changes
 BROKER_PLACEHOLDER = "<broker:port>"
 
 

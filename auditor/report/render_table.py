@@ -80,7 +80,9 @@ def summary_rows(report: Report) -> list[tuple[str, str]]:
         desc = ", ".join(f"{_s(b.get('broker_id')) or '?'} ({_s(b.get('log_dir')) or '?'})" for b in bs[:5]) + (" …" if len(bs) > 5 else "")
         rows.append(("Brokers (log dirs)", f"{len(bs)}: {desc}"))
     if s:
-        rows.append(("Partitions", f"{s.get('partitions', 0):,}"))
+        replicas = s.get("replicas", 0)
+        rows.append(("Partitions", f"{s.get('partitions', 0):,}"
+                     + (f" ({replicas:,} replicas)" if replicas and replicas != s.get("partitions") else "")))
         rows.append(("Batches", f"{s.get('batches', 0):,}"))
         tx = s.get("transactions") or {}
         if tx:
@@ -241,7 +243,9 @@ def summary_lines(report: Report) -> list[tuple[str, str]]:
             scope.append(_plural(len(clusters), "cluster"))
         if s.get("brokers"):
             scope.append(_plural(len(s["brokers"]), "broker") + (" (log dirs)" if len(s["brokers"]) > 1 else ""))
-        scope.append(_plural(s.get("partitions", 0), "partition"))
+        replicas = s.get("replicas", 0)
+        scope.append(_plural(s.get("partitions", 0), "partition")
+                     + (f" ({_plural(replicas, 'replica')})" if replicas and replicas != s.get("partitions") else ""))
         scope.append(_plural(s.get("batches", 0), "batch", "batches"))
     if scope:
         lines.append(("", ", ".join(scope)))

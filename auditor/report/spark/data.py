@@ -91,7 +91,10 @@ def summary_queries(ctx) -> dict[str, object]:
     # with transaction.version 0/1 a commit marker carries the data epoch — aborts can be bumped by
     # the coordinator fencing a producer under any version, so only commits tell the versions apart)
     commit = F.col("state") == "commit"
-    q["transactions"] = ctx.transactions.groupBy("cluster_id", "state").agg(
+    # once per topic-partition: the replicas of a partition hold the same transactions
+    once = ctx.transactions.select("cluster_id", "topic", "partition", "producer_id", "first_offset", "state",
+                                   "marker_epoch", "data_epoch_max").distinct()
+    q["transactions"] = once.groupBy("cluster_id", "state").agg(
         F.count(F.lit(1)).alias("n"),
         F.sum(F.when(commit & (F.col("marker_epoch") == F.col("data_epoch_max")), 1).otherwise(0)).alias("same"),
         F.sum(F.when(commit & (F.col("marker_epoch") == F.col("data_epoch_max") + 1), 1).otherwise(0)).alias("bump"),
@@ -129,6 +132,7 @@ def empty_summary() -> dict[str, Any]:
         "clusters": [],
         "brokers": [],
         "partitions": 0,
+        "replicas": 0,
         "batches": 0,
         "transactions": {},
         "transaction_versions": {"seen": [], "commit_markers": {"same_epoch": 0, "epoch_bump": 0},
@@ -171,7 +175,9 @@ def build_summary(ctx, rows: dict[str, list[dict]]) -> dict[str, Any]:
                             "log_dir": log_dir, "partitions": 0, "batches": 0, "first_ms": None, "last_ms": None})
     brokers.sort(key=lambda x: (sort_key(x["cluster_id"]), sort_key(x["broker_id"]), sort_key(x["log_dir"])))
     summary["brokers"] = brokers
-    summary["partitions"] = sum(x["partitions"] for x in brokers)
+    summary["replicas"] = sum(x["partitions"] for x in brokers)
+    summary["partitions"] = len({(r.get("cluster_id"), r.get("topic"), r.get("partition"))
+                                 for r in rows.get("replica_stats", []) if r.get("segment_batches")})
     summary["batches"] = sum(x["batches"] for x in brokers)
     firsts = [x["first_ms"] for x in brokers if x["first_ms"] is not None]
     lasts = [x["last_ms"] for x in brokers if x["last_ms"] is not None]
