@@ -115,6 +115,14 @@ def _start(prefix: str = ""):
 
 
 def run(ctx):
+    """The decided transactions' listed replicas whose marker is missing or of the other type."""
+    pairs = _decided(ctx)
+    g = _classified(ctx, _next_markers(ctx, pairs))
+    return _findings(g)
+
+
+def _decided(ctx):
+    """Each completed decision (a Prepare* then its Complete*), one row per partition it lists."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -140,6 +148,15 @@ def run(ctx):
         F.col("topic").alias("coordinator_topic"), F.col("partition").alias("coordinator_partition"),
         F.explode("prev_topic_partitions").alias("tp"),
     ).select("*", F.col("tp.topic").alias("topic"), F.col("tp.partition").alias("partition")).drop("tp")
+    return pairs
+
+
+def _next_markers(ctx, pairs):
+    """Per decision and replica of a listed partition: the first COMMIT and the first ABORT marker
+    of the producer and epoch at or after the transaction's start, and whether the decision's
+    marker lies before the id's next transaction (``right_in``) or the other one does (``wm``)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
 
     # every replica of the listed partitions that the dump holds: one probe each
     reps = ctx.partitions.select(*REPLICA, "log_start_offset", "max_timestamp", "min_timestamp", "is_compacted",
@@ -173,6 +190,13 @@ def run(ctx):
     right = F.when(is_commit, F.col("next_commit")).otherwise(F.col("next_abort"))
     wrong = F.when(is_commit, F.col("next_abort")).otherwise(F.col("next_commit"))
     g = g.withColumn("right_in", inside(right)).withColumn("wm", F.when(inside(wrong), wrong))
+    return g
+
+
+def _classified(ctx, g):
+    """``classification``: wrong-marker, missing-marker, or nothing to report (rows dropped)
+    where the replica as read cannot show the marker."""
+    from pyspark.sql import functions as F
 
     opened = ctx.open_transactions.select(*REPLICA, "producer_id", F.col("first_offset").alias("open_first_offset"),
                                           F.col("data_epoch_min").alias("open_epoch"), "prev_coordinator_epoch")
@@ -196,6 +220,13 @@ def run(ctx):
         .otherwise(F.lit("missing-marker"))
     )
     g = g.withColumn("classification", cls).where("classification IS NOT NULL")
+    return g
+
+
+def _findings(g):
+    """The findings' columns of the classified rows."""
+    from pyspark.sql import functions as F
+
     wrong_c = F.col("classification") == "wrong-marker"
     kind = F.when(wrong_c, F.lit("wrong-marker")).when(F.col("decision") == "ABORT", F.lit("missing-abort-marker")).otherwise(
         F.lit("missing-commit-marker"))

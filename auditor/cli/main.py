@@ -103,6 +103,37 @@ def _log_hint() -> None:
         atexit.register(lambda: (sys.stderr.write(line), sys.stderr.flush()))
 
 
+def _root_group(group_cls):
+    """The ``txn-audit`` group itself (its options and help), of the lazy class :func:`_build_cli` makes."""
+    import click
+
+    @click.group(cls=group_cls, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(__version__, prog_name=_PROG)
+    @click.option("--verbose", "-v", is_flag=True,
+                  help="Show Spark's and the JVM's log lines on stderr (default: in a log file, named on failure).")
+    def cli(verbose: bool) -> None:
+        """Offline auditor for Apache Kafka transactions.
+
+        \b
+        Examples:
+          txn-audit scan /var/lib/kafka/data              # ingest, audit, report
+          txn-audit scan broker-*/ --format html --exit-zero > r.html
+          txn-audit ingest /var/lib/kafka/data --out tables
+          txn-audit audit tables --out findings && txn-audit report findings
+          txn-audit dump 00000000000000000000.log | jq .
+
+        \b
+        Exit status: 0 ok, 1 findings at or above --fail-on (ingest, dump:
+        damaged input files), 2 usage error or unusable input, 3 batch
+        warehouse busy, or only findings a --baseline had remain. See
+        docs/operations.md.
+        """
+        if verbose:
+            os.environ[_VERBOSE_ENV] = "1"
+
+    return cli
+
+
 def _build_cli():
     import click
 
@@ -163,30 +194,7 @@ def _build_cli():
     class _OutputFailure(click.ClickException):
         exit_code = 2
 
-    @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-    @click.version_option(__version__, prog_name=_PROG)
-    @click.option("--verbose", "-v", is_flag=True,
-                  help="Show Spark's and the JVM's log lines on stderr (default: in a log file, named on failure).")
-    def cli(verbose: bool) -> None:
-        """Offline auditor for Apache Kafka transactions.
-
-        \b
-        Examples:
-          txn-audit scan /var/lib/kafka/data              # ingest, audit, report
-          txn-audit scan broker-*/ --format html --exit-zero > r.html
-          txn-audit ingest /var/lib/kafka/data --out tables
-          txn-audit audit tables --out findings && txn-audit report findings
-          txn-audit dump 00000000000000000000.log | jq .
-
-        \b
-        Exit status: 0 ok, 1 findings at or above --fail-on (ingest, dump:
-        damaged input files), 2 usage error or unusable input, 3 batch
-        warehouse busy. See docs/operations.md.
-        """
-        if verbose:
-            os.environ[_VERBOSE_ENV] = "1"
-
-    return cli
+    return _root_group(_LazyGroup)
 
 
 def _group():
