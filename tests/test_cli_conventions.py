@@ -267,3 +267,21 @@ def test_forensics_given_the_scanned_log_dir_read_its_kept_tables(scans):
     assert "did you mean 'transfers-txn'?" in coord.stderr, coord.stderr[-2000:]
     other = _run(["timeline", str(SAMPLE_LOGS / "clean"), "--topic", "x", "--partition", "0"], env)
     assert other.returncode == 2 and f"run `txn-audit scan {SAMPLE_LOGS / 'clean'}`" in other.stderr
+
+
+def test_kept_findings_are_bounded(tmp_path):
+    """Each --as-of now is a new key: a scheduled scan would pile up findings beside its tables; the
+    newest KEEP_FINDINGS stay (and only directories named by a digest are ever removed)."""
+    import time as _time
+
+    from auditor.cli.audit_cmd import KEEP_FINDINGS, _prune
+
+    home = tmp_path / "_findings"
+    for i in range(KEEP_FINDINGS + 3):
+        d = home / f"{i:016x}"
+        d.mkdir(parents=True)
+        os.utime(d, (_time.time() - 1000 + i, _time.time() - 1000 + i))
+    (home / "notes").mkdir()
+    _prune(home, None, keep_newest=KEEP_FINDINGS)
+    left = sorted(p.name for p in home.iterdir())
+    assert left == sorted([f"{i:016x}" for i in range(3, KEEP_FINDINGS + 3)] + ["notes"])

@@ -224,8 +224,9 @@ def _stamp(tdir: Path, digest: str, logdirs: list[str], run_id: str) -> None:
         pass  # not reusable next time; the tables themselves are complete
 
 
-def _prune(home: Path, keep: Path) -> None:
-    """Keep the newest :data:`KEEP_SCANS` scans' tables under ``home`` (never ``keep``)."""
+def _prune(home: Path, keep: Path | None, *, keep_newest: int = KEEP_SCANS) -> None:
+    """Keep the newest ``keep_newest`` directories named by a digest under ``home`` (never ``keep``):
+    the scans' tables under :func:`tables_home`, the findings under a scan's :data:`FINDINGS_CACHE`."""
     import re
     import shutil
 
@@ -234,12 +235,13 @@ def _prune(home: Path, keep: Path) -> None:
         dirs.sort(key=lambda d: d.stat().st_mtime, reverse=True)
     except OSError:
         return
-    for d in dirs[KEEP_SCANS:]:
+    for d in dirs[keep_newest:]:
         if d != keep:
             shutil.rmtree(d, ignore_errors=True)
 
 
 FINDINGS_CACHE = "_findings"  # in a scan's kept tables: the findings of audits run on them, by options
+KEEP_FINDINGS = 10  # the newest audits' findings kept there
 
 
 def _findings_key(kept: dict, as_of, max_timeout_ms: int, rules: tuple[str, ...]) -> str:
@@ -279,7 +281,8 @@ def _keep_findings(res, tdir: Path, digest: str, as_of, max_timeout_ms: int, rul
     try:
         write_findings(None, res, str(tdir / FINDINGS_CACHE / _findings_key(kept, as_of, max_timeout_ms, rules)))
     except OSError:
-        pass  # not reusable next time; this scan's report is complete
+        return  # not reusable next time; this scan's report is complete
+    _prune(tdir / FINDINGS_CACHE, None, keep_newest=KEEP_FINDINGS)  # --as-of now is a new key every time
 
 
 def _note_tables(findings: Path, tdir: Path) -> None:
