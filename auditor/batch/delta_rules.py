@@ -75,7 +75,7 @@ class DeltaAuditContext(AuditContext):
         settings and Spark's own (:func:`auditor.perf.tuning.small_audit`), as it does for
         ``ingest``'s tables from their manifest. Without that count every warehouse was audited
         rule by rule with a large input's settings: 58 Spark jobs for two rules over the six
-        files of tests/test_batch_job.py, 15 now (bench/README.md, "Batch job")."""
+        files of tests/test_batch_job.py, 15 now (bench/JOURNAL.md, `batch.py`)."""
         self.has_rows("batches")
         return dict(self._counts)
 

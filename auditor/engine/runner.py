@@ -165,7 +165,7 @@ def _run(ctx, rules, result, progress, report, *, release: bool) -> None:
     time) while the next rule's query is built, so the driver's planning overlaps the
     tasks instead of leaving the cores idle between rules (with the collector and compiler
     choices of :mod:`auditor.perf.tuning`, a 1 M-batch audit took 27-31 s rule by rule and
-    20-21 s this way: bench/README.md, "one audit path"). ``release``: unpersist each view
+    20-21 s this way: bench/JOURNAL.md, "one audit path"). ``release``: unpersist each view
     once the jobs that read it are done (:class:`_Releases`), not only at the end."""
     from auditor.engine.collect import Pipeline
 
@@ -223,7 +223,7 @@ def _run(ctx, rules, result, progress, report, *, release: bool) -> None:
 
 # a dump whose plot series of every partition come to at most this many rows (plot_rows_bound) gets them
 # with the rules. Was 80 replicas: all of sample_logs/ (203 replicas, 5,000 batches, 10,320 plot rows)
-# then waited ~1.3 s after the findings for a plots job of its own (bench/README.md, stop 42).
+# then waited ~1.3 s after the findings for a plots job of its own (bench/JOURNAL.md).
 EARLY_PLOT_ROWS = 100_000
 
 

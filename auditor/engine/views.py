@@ -149,7 +149,7 @@ def replica_ids(ctx):
 def _per_producer(ctx, derive):
     """``derive(producer batches, key)`` keyed by the replica id on a large dump, the replica's
     strings joined back on its (much smaller) result: sorting 1 M batches by an int instead of
-    three strings and two ints halves the two window stages (bench/README.md, stop 39). A small
+    three strings and two ints halves the two window stages (bench/JOURNAL.md). A small
     dump (one partition, :attr:`AuditContext.single_partition`) sorts a few thousand rows, where
     the join and the ids' window would only add plans to build: it keeps the replica's columns
     (``tests/test_scenarios.py::test_audit_modes_agree`` holds both shapes to the same findings)."""

@@ -7,7 +7,7 @@ decode that takes 0.1 s in the driver's process; every capture of
 ``sample_logs/`` (29 MiB, ~2,500 tasks) 2.7-3.1 s for ~1.2 CPU-s of decoding.
 And the job could only start once the driver JVM had (2-2.5 s). Decoded here,
 in processes forked from the driver's before its JVM starts, the decode runs
-while the JVM starts and costs no Spark job (bench/README.md, "Issue 29").
+while the JVM starts and costs no Spark job (bench/JOURNAL.md, `scan.py`).
 
 What runs is what a Spark decode task runs: :func:`auditor.ingest.envelope.decode_tasks`
 over the tasks as Arrow rows of ``TASK_SCHEMA`` (the same dicts an executor gets),

@@ -3,7 +3,7 @@
 None of it changes a result: each piece saves time on a path the tool takes anyway, and each
 can be switched off for a run with ``TXN_AUDIT_DISABLE=piece,piece`` (``all`` for every one),
 which is how ``bench/perf_machinery.py`` measures what it buys today (figures in
-bench/README.md, "Performance machinery"). A piece that stops paying is removed, not kept.
+bench/README.md, "perf_machinery.py"). A piece that stops paying is removed, not kept.
 
 ==================  =====================================================  ==========================================
 piece (switch)      what it does, what it buys                             what breaks it on an upgrade

@@ -10,7 +10,7 @@ allow imports to change. PySpark's imports are made when the session starts
 and never change, and a class's methods do not change while the JVM runs. On
 one capture's audit, caching the answers takes the main thread from ~14,300
 round trips to ~8,300 and the audit about 0.3-0.9 s sooner (measured
-alternately, 3 pairs; bench/README.md).
+alternately, 3 pairs; bench/JOURNAL.md, `scan.py`, third round).
 
 How: the session's JVM view (``SparkContext._jvm``) becomes an instance of a
 subclass whose ``__getattr__`` keeps each class or package it finds in the

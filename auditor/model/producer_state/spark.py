@@ -49,7 +49,7 @@ def replica_ids(replicas):
     among them (cluster id, log dir, topic) most of the sort is string comparison.
     Keyed by this int instead (:func:`by_replica_id`, the strings joined back by
     :func:`with_replica` on the much smaller result) a 1 M-batch audit sorts about
-    twice as fast (bench/README.md, stop 39)."""
+    twice as fast (bench/JOURNAL.md)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
