@@ -9,7 +9,7 @@ real schemas, then runs the full audit on ``local[2]`` and prints: generation
 time, wall time per rule and in total, batches per second, findings, and the
 peak RSS of the driver process and of the JVM (sampled every 0.5 s).
 
-Issue 29: a DuckDB reference of the core checks (open transactions, LSO pins,
+A DuckDB reference of the core checks (open transactions, LSO pins,
 sequence breaks: :data:`DUCKDB_CHECKS`) runs on the same Parquet before and
 after the audit (``--duckdb-threads``, 0 to leave it out); the bench prints
 both times, the ratio, the load average, and whether the two find the same
@@ -94,7 +94,7 @@ def generate(spark, n: int, parts: int, out: Path) -> float:
     return time.monotonic() - t0
 
 
-# -- the DuckDB reference (issue 29): the same core checks on the same Parquet ------------------------
+# -- the DuckDB reference: the same core checks on the same Parquet ------------------------
 REPLICA_SQL = "cluster_id, broker_id, log_dir, topic, partition"
 DUCKDB_CHECKS = {
     # the batches every check reads: what the audit's producer-state model reads (v2 batches of the

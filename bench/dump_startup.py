@@ -1,4 +1,4 @@
-"""Start-up of ``txn-audit dump`` on one small segment, with and without click (issue 30).
+"""Start-up of ``txn-audit dump`` on one small segment, with and without click.
 
 Why: ``txn-audit dump`` is run as one process per file and compared with Kafka's
 ``DumpLogSegments``, so its start-up was made short, and once ``cli/main.py`` parsed a plain

@@ -16,11 +16,11 @@ wants them, ``<topic>-0/00000000000000000000.log``):
 * ``mixed-2M``: 2,000,000 one-record batches of random lengths (``--with-mixed``);
 * ``large``: ~16 KiB batches, ``--large-mib`` MiB (1024; 64 with ``--quick``); headers;
 * ``records-100k``: the 100k file with ``--records`` against ``--deep-iteration``;
-* ``records-lz4``, ``records-zstd``, ``records-snappy``, ``records-gzip`` (issue 29):
+* ``records-lz4``, ``records-zstd``, ``records-snappy``, ``records-gzip``:
   ``--records-mib`` MiB (1024; 64 with ``--quick``) of batches of 100 records each as a producer
   compresses them (``decode.compressed_batch``: JSON values of ~150-250 bytes, one header each),
   ``--records`` against ``--deep-iteration``;
-* ``many-headers``, ``many-records``, ``many-data-records`` (issue 29): every ``.log`` of ``sample_logs/`` and
+* ``many-headers``, ``many-records``, ``many-data-records``: every ``.log`` of ``sample_logs/`` and
   ``../shared/real_logs/`` (``$TXN_AUDIT_SHARED``) in one process, headers and records. Only
   files named as Kafka names segments (``<20-digit offset>.log``): ``DumpLogSegments`` parses the
   offset out of the name, and a tiered-storage copy named ``<offset>-<uuid>.log`` ends its whole

@@ -143,7 +143,7 @@ def run_native(path: Path, timeout: float) -> tuple[int, str | None]:
         for task in make_plan([str(path)], split_bytes=1 << 62).tasks:
             if task["kind"] != "segment":
                 continue
-            for records in (False, True):  # --records: the extension's record walk (issue 29) too
+            for records in (False, True):  # --records: the extension's record walk too
                 lines, want = [], []
                 for o in dump_run._objects(task, records):
                     if o["type"] == "problem":

@@ -201,7 +201,7 @@ _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 def sparse_segment(path, attributes: int, size: int, length: int = 2**31 - 1) -> None:
     """A segment of ``size`` bytes (sparse: no disk blocks behind it) holding one v2 batch
     header at position 0 whose length field claims ``length`` bytes (default 2^31-1), the
-    rest zeros: what a decoder must judge before reading (issue 13)."""
+    rest zeros: what a decoder must judge before reading."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as f:
         f.write(_V2_HEADER.pack(0, length, 0, 2, 0, attributes, 0, 0, 0, 7, 0, -1, 1))

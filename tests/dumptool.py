@@ -14,12 +14,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import sys
-
 from conftest import PROJECT
-
-sys.path.insert(0, str(PROJECT))
-from scripts.kafka.harness import NEWEST  # noqa: E402
+from scripts.kafka.harness import NEWEST
 
 #: the default tool version; ``run_dump(..., version=...)`` takes any fetched one (4.4.0 prints the
 #: same text layout as 4.3.1 for every file kind compared here)

@@ -1,4 +1,4 @@
-"""The hostile log dir of issue 13 (item 5): good partitions copied from ``sample_logs/`` next to
+"""The hostile log dir (tests/test_hostile_catalogue.py): good partitions copied from ``sample_logs/`` next to
 one partition directory (or file) per kind of broken or hostile input, and what the ``files``
 table must say about each (status, byte position, a word of the message).
 
@@ -263,11 +263,11 @@ def build_hostile(root: Path) -> dict[str, list[Expect]]:
     ]
     pos = [sum(len(r) for r in recs[:i]) for i in range(len(recs))]
     write(hb / "__transaction_state-0" / SEG0, b"".join(recs))
-    # valid batches whose record values do not decode: bad-record (recovery never cuts there, issue 31)
+    # valid batches whose record values do not decode: bad-record (recovery never cuts there)
     exp["corrupt-txn-state-values"] = [Expect(f"broker-7/__transaction_state-0/{SEG0}", "bad-record", pos[1], "t-cut")]
 
     # numbers in names that Kafka could not have written (a partition beyond int32, an offset
-    # beyond int64): listed, never read, the run goes on (issue 31, item 1)
+    # beyond int64): listed, never read, the run goes on
     write(hb / "x-2147483648" / SEG0, b1)
     write(hb / "h-names-0" / "99999999999999999999.log", b1)
     write(hb / "h-names-0" / SEG0, b1)

@@ -59,12 +59,9 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
+from scripts.kafka.harness import NEWEST, classpath
+
 PROJECT = Path(__file__).resolve().parents[1]
-if str(PROJECT) not in sys.path:
-    sys.path.insert(0, str(PROJECT))
-
-from scripts.kafka.harness import NEWEST, classpath  # noqa: E402
-
 SOURCE = PROJECT / "scripts" / "kafka" / "java" / "LogStateOracle.java"
 LOG4J2 = PROJECT / "scripts" / "kafka" / "log4j" / "log4j2.properties"
 
@@ -276,6 +273,6 @@ def requests_for_log_dirs(paths: Iterable[str | os.PathLike], *, now_ms: int | N
     return requests
 
 
-if __name__ == "__main__":  # python tests/kafka_oracle.py LOGDIR... : one JSON line per partition
+if __name__ == "__main__":  # PYTHONPATH=. python tests/kafka_oracle.py LOGDIR... : one JSON line per partition
     for answer in load_partitions(requests_for_log_dirs(sys.argv[1:])):
         print(json.dumps(answer))

@@ -33,17 +33,13 @@ import os
 import shutil
 import signal
 import struct
-import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from conftest import PROJECT
-
-sys.path.insert(0, str(PROJECT))
-from scripts.kafka.harness import NEWEST, JavaProducer, KafkaCluster, RawConnection  # noqa: E402
+from scripts.kafka.harness import NEWEST, JavaProducer, KafkaCluster, RawConnection
 
 TOPIC = "orders"
 #: the cluster's transaction.max.timeout.ms, and the audit's --max-timeout-ms (small: the waits are short)

@@ -28,8 +28,7 @@ from test_scenarios import RULES_FOR, SCENARIOS, _cluster_of
 from auditor.spark.session import delta_jars
 from auditor.ingest.tables import TABLES
 
-sys.path.insert(0, str(PROJECT))
-from scripts.spark_standalone import StandaloneCluster  # noqa: E402
+from scripts.spark_standalone import StandaloneCluster
 
 pytestmark = pytest.mark.spark
 

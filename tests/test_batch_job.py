@@ -216,7 +216,7 @@ def test_killed_first_run_leaves_the_tables_of_one_clean_run(spark, runs):
     done = runs["resumed"][0]
     assert (done.run, done.attempt) == (1, len(KILLS_RUN_1) + 1)
     # the after-merge kill came after the ledger commit: the last attempt decoded nothing itself, yet
-    # the run's record says what the run wrote, as the clean run's does (issue 31, item 4)
+    # the run's record says what the run wrote, as the clean run's does
     first = runs["results"][0]
     assert (done.files_decoded, done.rows_written) == (first.files_decoded, first.rows_written) and first.files_decoded == 6
     recorded = {r["run"]: r for r in spark.read.format("delta").load(str(runs["crashed"] / "runs")).collect()}[1]

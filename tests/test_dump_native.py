@@ -179,7 +179,7 @@ def test_a_fifo_in_place_of_the_segment_is_refused_without_blocking(tmp_path):
     assert out == b"" and [p["kind"] for p in problems] == ["unreadable"]
 
 
-# --------------------------------------------------------------------------- --records (issue 29)
+# --------------------------------------------------------------------------- --records
 # The extension's record walk (``records`` in auditor/dump/_dumpv2.c: lz4 decompressed in C, the other
 # codecs through auditor.formats.codecs.decompress, header keys escaped as json.dumps escapes them)
 # must write what the per-object path writes, and hand every batch it cannot vouch for to Python.
@@ -361,7 +361,7 @@ def test_damaged_compressed_batches_dump_their_records_as_python_does(tmp_path, 
     _check([_segment(tmp_path, bytes(buf))], tmp_path)
 
 
-# --------------------------------------------------------------------------- internal topics (issue 29)
+# --------------------------------------------------------------------------- internal topics
 # ``dump --records`` of an internal topic's segment: the extension frames it (``data_records``) and
 # auditor.dump._run._record_lines writes each table's lines; the per-object path goes on where it stops.
 

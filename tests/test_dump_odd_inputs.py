@@ -1,4 +1,4 @@
-"""``dump`` on inputs that used to be silent or repetitive (issue 31, item 4).
+"""``dump`` on inputs that used to be silent or repetitive.
 
 A KRaft snapshot is read by three decoders (its batches, its metadata records, its producer-id
 blocks); a truncated one used to print the same problem three times. A directory named like a

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -40,8 +39,7 @@ from auditor.ingest import segments
 from auditor.ingest.plan import make_plan
 from auditor.ingest.tables import TABLES, iter_rows
 
-sys.path.insert(0, str(PROJECT))
-from scripts.kafka.harness import KAFKA_4_4, NEWEST  # noqa: E402
+from scripts.kafka.harness import KAFKA_4_4, NEWEST
 
 INTERNAL = {"__transaction_state": "--transaction-log-decoder", "__consumer_offsets": "--offsets-decoder",
             "__cluster_metadata": "--cluster-metadata-decoder"}

@@ -1,4 +1,4 @@
-"""``txn-audit timeline`` and ``txn-audit coordinator`` (issue 5).
+"""``txn-audit timeline`` and ``txn-audit coordinator``.
 
 Ground truth comes from outside the code under test: the Java hash from its
 definition and from the JVM Spark runs on; the coordinator partition from the

@@ -1,4 +1,4 @@
-"""KIP-848 consumer-group, KIP-932 share-group and streams-group records (issue 28, item 3).
+"""KIP-848 consumer-group, KIP-932 share-group and streams-group records.
 
 Ground truth, none of it from our decoders:
 

@@ -18,21 +18,19 @@ for this module, stopped at its end).
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 from click.testing import CliRunner
 
 from batch_support import build_v1, decoder_rows, mutate_to_v2
-from conftest import PROJECT, SAMPLE_LOGS
+from conftest import SAMPLE_LOGS
 from auditor.batch.job import run_batch
 from auditor.cli.main import cli
 from auditor.engine.tablesource import arrow_dataset
 from auditor.ingest import storage
 from auditor.ingest.tables import TABLES
 
-sys.path.insert(0, str(PROJECT))
-from scripts.hdfs.harness import MiniHdfs, mirror  # noqa: E402
+from scripts.hdfs.harness import MiniHdfs, mirror
 
 pytestmark = pytest.mark.spark
 

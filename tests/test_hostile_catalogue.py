@@ -1,4 +1,4 @@
-"""Issue 13, item 5: the catalogue of hostile inputs, run through the real command line.
+"""The catalogue of hostile inputs, run through the real command line.
 
 One hostile tree per module (``hostile_tree.build_hostile``): two good log dirs copied from
 ``sample_logs/`` (two clusters, both with findings) with hostile partitions next to their good

@@ -1,4 +1,4 @@
-"""Hostile and broken inputs (issue 13): no hang, no unbounded memory, no escape injection.
+"""Hostile and broken inputs: no hang, no unbounded memory, no escape injection.
 
 Every case writes real files into a tmp dir and runs the real code path: discovery,
 the ``dump`` CLI (in a subprocess with a timeout where a hang is the failure), and

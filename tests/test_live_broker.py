@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
 
-from conftest import PROJECT
-
-sys.path.insert(0, str(PROJECT))
-from scripts.kafka.harness import NEWEST, KafkaBroker  # noqa: E402
+from scripts.kafka.harness import NEWEST, KafkaBroker
 
 pytestmark = pytest.mark.spark
 

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from conftest import PROJECT
 from auditor.formats.metadata import RECORD_TYPES, _SCHEMAS, decode_metadata_value
 
-sys.path.insert(0, str(PROJECT))
-from scripts.kafka.harness import KAFKA_4_4, NEWEST, classpath  # noqa: E402
+from scripts.kafka.harness import KAFKA_4_4, NEWEST, classpath
 
 SOURCE = PROJECT / "scripts" / "kafka" / "java" / "MetadataRecordSamples.java"
 NOT_DECODED = {10, 11, 14, 18, 19, 22, 26}  # tokens, SCRAM, quotas, ACLs: named and counted only

@@ -1,4 +1,4 @@
-"""A record the coordinator could not have written does not cut the log (issue 31, item 2).
+"""A record the coordinator could not have written does not cut the log.
 
 Kafka's log recovery after an unclean shutdown (``LogSegment.recover``) validates batches — size,
 CRC, offsets — and truncates at the first invalid one; it never decodes the records of

@@ -8,7 +8,7 @@
 * Templates name only the finding's columns and the rule's evidence.
 * Kinds whose finding needs no action have no commands: an in-flight transaction
   is never handed an abort.
-* Every evidence key names what it holds (issue: a ``coordinator_epoch`` that held a
+* Every evidence key names what it holds (not, say, a ``coordinator_epoch`` that holds a
   producer epoch).
 """
 

@@ -1,4 +1,4 @@
-"""Reading the log dir of a broker that is running (issue 31, item 3).
+"""Reading the log dir of a broker that is running.
 
 Operators point offline tools at live log dirs. Here a real Kafka 4.3.1 broker (one per module)
 runs with its cleaner and retention busy: tiny segments rolled every 400 ms, a compacted topic
@@ -41,8 +41,7 @@ import pytest
 
 from conftest import PROJECT
 
-sys.path.insert(0, str(PROJECT))
-from scripts.kafka.harness import NEWEST, KafkaBroker  # noqa: E402
+from scripts.kafka.harness import NEWEST, KafkaBroker
 
 
 SECONDS = float(os.environ.get("TXN_AUDIT_LIVE_SECONDS", "90"))  # how long the readers run

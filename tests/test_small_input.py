@@ -1,4 +1,4 @@
-"""The small-input path of an interactive scan (issue 12): a driver JVM that compiles with C1
+"""The small-input path of an interactive scan: a driver JVM that compiles with C1
 only, rules collected on worker threads while the next is built, tables read as one partition.
 What the findings are is checked elsewhere (tests/test_scenarios.py: the small path and the
 rule-by-rule path give the same findings, summary and plots); here, that each piece does what

@@ -1,4 +1,4 @@
-"""Names whose numbers Kafka could not have written, and paths that cannot be searched (issue 31, item 1).
+"""Names whose numbers Kafka could not have written, and paths that cannot be searched.
 
 A partition is an int32 and an offset an int64 (``TopicPartition``, ``LogSegment``): a directory
 ``x-2147483648`` or a segment ``99999999999999999999.log`` in a shared data dir used to crash

@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,10 +35,9 @@ from auditor.ingest.plan import make_plan
 from auditor.ingest.tables import TABLES, iter_rows
 from auditor.model import livelog
 from auditor.model.remote import extents, readable_segment_ids
+from scripts.kafka.harness import NEWEST, classpath
 
 PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT))
-from scripts.kafka.harness import NEWEST, classpath  # noqa: E402
 
 CAPTURE = SAMPLE_LOGS / "tiered-storage"
 BROKER = CAPTURE / "broker-1"

@@ -1,5 +1,5 @@
 /*
- * The compiled inner loop of `txn-audit dump` for log segments (issue 12).
+ * The compiled inner loop of `txn-audit dump` for log segments.
  *
  * dump(fd, start, stop, file_size, out_fd, keys, codecs, ts_types, markers, tail) walks the
  * v2 record batches of a segment from byte `start`, checks each one's CRC-32C and
@@ -21,7 +21,7 @@
  * is released for the whole walk; of two helper threads, one writes the output and
  * the other takes half of each big read and of each big window's CRCs.
  *
- * records(...) does the same for `dump --records` of a data topic (issue 29): see its comment
+ * records(...) does the same for `dump --records` of a data topic: see its comment
  * below. Buffers and threads are made once per process (ctx_t), not per file.
  */
 #define PY_SSIZE_T_CLEAN

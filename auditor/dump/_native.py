@@ -14,7 +14,7 @@ problem, so the output and the problems are what the Python path alone gives
 :mod:`auditor.dump._lines`, checked against the order the extension writes.
 
 With ``--records``, :func:`write_records` writes the record lines of a data topic's segment the
-same way (issue 29): the extension walks each batch's records (lz4 decompressed by the ``lz4``
+same way: the extension walks each batch's records (lz4 decompressed by the ``lz4``
 package's block decoder and gzip by the ``deflate`` package's libdeflate, both called from C; snappy
 and zstd by :func:`auditor.formats.codecs.decompress`, called back) and writes their lines; a batch it cannot vouch for,
 and every control batch (its markers), is decoded by :func:`one_batch` (the per-object decoder, for that batch only), and where it cannot frame an entry it stops and

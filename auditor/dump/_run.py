@@ -51,7 +51,7 @@ def _table_objects(task: dict, name: str, spec) -> Iterator[dict]:
     _registry()
     from auditor.ingest.tables import iter_rows
 
-    # deleted from a copy, not filtered key by key: a metadata row has ~35 columns (issue 29)
+    # deleted from a copy, not filtered key by key: a metadata row has ~35 columns
     drop = _dropped(spec)
     where = place(task, spec.context_name)  # at the end, after the columns (the fast paths' order)
     kind = "batch" if name == "batches" else name
@@ -159,7 +159,7 @@ def _internal_objects(task: dict, start: int = 0, grants_before: "list[dict]" = 
     tables: ``producer_id_blocks``' items are derived from ``metadata_records``' as its own
     decoder derives them (:func:`auditor.ingest.tables.pid_blocks_of`), then replayed, an
     exception that ended the decode included. Decoding the log twice was most of a ``--records``
-    dump of a metadata log (issue 29).
+    dump of a metadata log.
 
     ``start``: the entries from this position only (:func:`_record_lines` wrote the lines of
     those before it), ``grants_before`` the metadata items of producer-id grants it met there."""
@@ -216,7 +216,7 @@ _LINE_MEMO_ENTRIES = 4096
 def _internal_lines(task: dict, out) -> Iterator[dict]:
     """An internal topic's segment (``--records``): its tables, in the registry's order, as
     :func:`_internal_objects` gives them, each table's lines written to ``out`` by
-    :func:`_record_lines` as far as it can, the per-object path going on from there (issue 29).
+    :func:`_record_lines` as far as it can, the per-object path going on from there.
     ``producer_id_blocks`` comes from ``metadata_records``' pass (its grants)."""
     TABLES = _registry()
 
@@ -379,7 +379,7 @@ def run(files: "list[str] | tuple[str, ...]", fmt: str = "jsonl", records: bool 
 def _end_process(code: int) -> None:
     """End a process that did nothing but this dump without the interpreter's teardown: what is
     left to do at exit is freeing what was loaded (pyarrow, numpy, the registry), ~0.03 s of a
-    ~0.6 s dump of many small files (issue 29). Standard output and error are flushed first (a
+    ~0.6 s dump of many small files. Standard output and error are flushed first (a
     closed pipe raises here, as at a normal exit); nothing else in such a process waits for exit
     (no atexit handler, no open output file: the writer threads are joined, the second half's
     temporary files closed)."""

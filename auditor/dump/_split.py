@@ -1,4 +1,4 @@
-"""``dump`` of many small files on two cores: the later files in a forked process (issue 29).
+"""``dump`` of many small files on two cores: the later files in a forked process.
 
 Why: the shape an engineer dumps during an incident is a log dir -- hundreds of small segments,
 indexes and internal-topic logs (the real captures: 1,486 files, 22 MB). One process takes

@@ -51,7 +51,7 @@ class TableSpec:
         return (self.topic is None or task["kind"] not in ("segment", *DUMPED_SEGMENTS)
                 or task.get("topic") == self.topic)
 
-    @cached_property  # asked for every row by dump (issue 29); a frozen spec's columns do not change
+    @cached_property  # asked for every row by dump; a frozen spec's columns do not change
     def _own(self) -> frozenset[str]:
         return frozenset(c.name for c in self.columns)
 
@@ -92,8 +92,7 @@ def decode_batches(task: dict, f) -> Iterator[dict | Problem]:
         # read in windows of bounded size (pread), local or remote: never memory-mapped, since any
         # segment of a running broker can shrink under the reader (a follower truncating to its
         # leader's epoch end, recovery after an unclean restart), and touching a mapped page past
-        # the new end is SIGBUS; the copy costs ~0.03 CPU-s per 400 MiB (bench: /tmp measurement
-        # in issue 31's note)
+        # the new end is SIGBUS; the copy costs ~0.03 CPU-s per 400 MiB (measured on a file in /tmp)
         yield from segments.iter_batches_columnar(f, task["size"], start, end, task.get("base_offset"), source,
                                                   windowed=True)
         return

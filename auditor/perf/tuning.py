@@ -48,7 +48,7 @@ SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1"
 # CPU-s / wall s), C1 against C2: 1 M batches 30.2 / 19.7 against 44.4 / 24.4, 3 M 59.1 / 34.4
 # against 56.4 / 30.7, 10 M 146.1 / 79.8 against 83.6 / 44.9. The compiling C1 saves is a fixed
 # ~15 CPU-s; its slower code costs ~7 CPU-s per million batches: C2 won from about 2 M. Since the
-# producer state is sorted by a replica id (stop 39) the rows cost C1 less: alternating pairs, wall s,
+# producer state is sorted by a replica id the rows cost C1 less: alternating pairs, wall s,
 # C1 against C2: 1 M 13.9 / 14.2 against 19.9 / 18.9, 3 M 21.6 / 21.0 against 24.5 / 24.6, 5 M
 # 28.8 / 30.2 against 28.7 / 29.9 (even), 10 M 48.2 against 36.5: C1 up to 4 M.
 C1_AUDIT_BATCHES = 4_000_000
