@@ -425,7 +425,8 @@ def test_no_raw_escapes_on_a_real_tty(evil):
         ["dump", str(evil["part"] / "00000000000000000099.log")],
         ["tables", str(evil["tables"])],
         ["report", str(evil["findings"]), "--format", "table"],
-        ["report", str(evil["findings"]), "--format", "markdown"],
+        # Markdown asked for on a terminal goes to a file (the path on stderr): checked below
+        ["report", str(evil["findings"]), "--format", "markdown", "--report-file", str(evil["findings"].parent / "r.md")],
         ["coordinator", str(evil["tables"]), EVIL_ID],
     )]
     res = subprocess.run(["script", "-qec", "; ".join(cmds), "/dev/null"], capture_output=True, timeout=300,
@@ -436,3 +437,5 @@ def test_no_raw_escapes_on_a_real_tty(evil):
     # every ESC left is rich's own styling (SGR) or cursor show/hide
     rest = re.sub(r"\x1b\[[0-9;]*m|\x1b\[\?25[hl]", "", raw)
     assert "\x1b" not in rest, repr(rest[rest.index("\x1b") - 80:][:200])
+    md = (evil["findings"].parent / "r.md").read_text()
+    assert "\\x1b]0;title\\x07" in md and "\x1b" not in md and "\x07" not in md
