@@ -225,7 +225,7 @@ def transaction_verdicts(ctx):
         ctx.open_transactions, ctx.partitions, ctx.as_of,
         max_timeout_ms=ctx.options.transaction_max_timeout_ms, coordinator=coord, stopped=ctx.stopped_clusters,
         transactions=ctx.transactions, replicated=ctx.replicated_partitions is not False,
-        leaders=ctx.partition_leaders))
+        leaders=ctx.partition_leaders, persist=ctx.persist))
 
 
 @view()

@@ -190,7 +190,7 @@ def _leaders(o, leaders):
                     ((F.col("_then.leader") == -1) | (F.col("_between") == 1)).alias("partition_leaderless"))
 
 
-def with_decisions(o, *, transactions, history=None, leaders=None):
+def with_decisions(o, *, transactions, history=None, leaders=None, persist=None):
     """``o`` (open transactions with ``transactional_id``, ``client_transaction_version`` of the
     coordinator's records of the producer -- null without --, and the previous marker's columns)
     with :data:`DECISION_COLUMNS`:
@@ -213,19 +213,25 @@ def with_decisions(o, *, transactions, history=None, leaders=None):
     * ``coordinator_moved_past`` -- TV2, no decision found, and the coordinator's newest record of
       the transactional id (``coordinator_producer_id``, ``coordinator_producer_epoch`` of ``o``;
       null without one) has the producer id with an epoch above the data's: the coordinator ended
-      the transaction, in a record the input no longer holds (compacted)."""
+      the transaction, in a record the input no longer holds (compacted).
+
+    ``persist`` (the engine's, optional) keeps each step's result: every step joins an aggregate
+    of the transactions back to them, and without it each step copies the previous steps' whole
+    plan twice (the plan of a small dump's verdicts grew to 1.8 MB of text, minutes of analysis)."""
     from pyspark.sql import functions as F
 
     from auditor.model.replica_key import join_replica
 
+    keep = persist or (lambda df: df)
     o = join_replica(o, _marker_evidence(o, transactions), "left", on=["producer_id", "first_offset"])
     tv2 = (F.coalesce(F.col("client_transaction_version"), F.lit(0)) >= 2) | F.coalesce(F.col("_tv2_markers") == 1,
                                                                                          F.lit(False))
-    o = o.withColumn("_tv2", tv2).withColumn("transaction_version", F.when(tv2, F.lit(2)).otherwise(
-        F.col("client_transaction_version").cast("int")))
+    o = keep(o.withColumn("_tv2", tv2).withColumn("transaction_version", F.when(tv2, F.lit(2)).otherwise(
+        F.col("client_transaction_version").cast("int"))))
     if history is not None:
-        o = join_replica(o, _coordinator_decision(o, history), "left", on=["producer_id", "first_offset"])
-        o = join_replica(o, _own_record(o, history), "left", on=["producer_id", "first_offset"])
+        decided, own = _coordinator_decision(o, history), _own_record(o, history)
+        o = join_replica(o, decided, "left", on=["producer_id", "first_offset"])
+        o = join_replica(o, own, "left", on=["producer_id", "first_offset"])
     else:
         o = o.withColumn("_own", F.lit(None).cast("struct<offset:bigint,coordinator_partition:int,state:string>"))
         for c, t in (("_d_outcome", "string"), ("_d_state", "string"), ("_d_epoch", "int"), ("_d_ms", "bigint"),
@@ -240,6 +246,7 @@ def with_decisions(o, *, transactions, history=None, leaders=None):
         "transaction_coordinator_state": F.coalesce(F.col("_d_next_state"), F.col("_d_state"), F.col("_own.state")),
     })
     if leaders is not None:
+        o = keep(o)
         o = join_replica(o, _leaders(o, leaders), "left", on=["producer_id", "first_offset"])
     else:
         o = o.withColumns({"partition_leader": F.lit(None).cast("int"), "partition_leader_then": F.lit(None).cast("int"),

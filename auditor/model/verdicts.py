@@ -88,7 +88,7 @@ CLOSED_BY_NOBODY = ("marker-skipped", "late-write", "unknown-to-coordinator", "h
 
 
 def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: int, transactions, coordinator=None,
-                              stopped=None, replicated: bool = True, leaders=None):
+                              stopped=None, replicated: bool = True, leaders=None, persist=None):
     """``open_txns`` (the model's open transactions) with the replica's coverage
     (``partitions``: ``log_end_known``), ``as_of_ms``, the coordinator's view of the
     producer, its decision (:func:`auditor.model.decisions.with_decisions`) and the verdict.
@@ -105,6 +105,9 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
     reaches, :func:`auditor.model.moving.coordinator_read_until`). ``stopped``: per cluster,
     ``log_dirs_stopped`` (:func:`auditor.model.moving.stopped_clusters`); None, or a cluster without
     a row: taken as stopped. ``leaders``: :func:`auditor.model.decisions.partition_leaders`, or None.
+    ``persist``: the engine's way to keep a DataFrame (``AuditContext.persist``), applied to the open
+    transactions with their coordinator's view before the decisions join aggregates of them back to
+    them four times (without it each join copies the whole lineage into the plan: 1.3 MB of plan text).
 
     A transaction the coordinator decided (a ``Prepare*`` record listing the partition, or under
     transaction version 2 the same transaction's marker on another partition) is never called
@@ -129,7 +132,9 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
                             "high_watermark", "log_end_offset", F.col("max_timestamp").alias("_read_until"))
     o = join_replica(o, cov, "left")
     o, c = _with_coordinator(o, coordinator, max_timeout_ms)
-    o = decisions.with_decisions(o, transactions=transactions, leaders=leaders,
+    if persist is not None:  # the decisions join the transactions to aggregates of themselves: one plan, not many
+        o = persist(o)
+    o = decisions.with_decisions(o, transactions=transactions, leaders=leaders, persist=persist,
                                  history=coordinator.get("history") if coordinator is not None else None)
     o = _with_closed_elsewhere(o, transactions if replicated else None)
     if stopped is not None:
