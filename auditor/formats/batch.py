@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, fields
 from typing import BinaryIO, Callable, Iterator
 
 from auditor.formats.binary import wrap64
@@ -134,7 +134,12 @@ class BatchHeader:
         return self.position + (V2_HEADER if self.magic >= 2 else LOG_OVERHEAD)
 
     def as_row(self) -> dict:
-        return asdict(self)
+        """The header as a table row. Its fields are scalars: a shallow dict, not ``asdict``'s deep
+        copy (which took two thirds of a segment's decode on the per-batch path)."""
+        return {name: getattr(self, name) for name in _HEADER_FIELDS}
+
+
+_HEADER_FIELDS = tuple(f.name for f in fields(BatchHeader))
 
 
 @dataclass(slots=True)
