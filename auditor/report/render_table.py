@@ -1,23 +1,26 @@
 """``--format table``: the terminal report, designed for 80 to 120 columns.
 
-The first screen is the answer: a summary of a few lines (findings by severity,
-what was read, caveats: ``Input lacks``), then the findings, most severe first,
-each as
+The first screen is the answer: a summary of a few lines (findings by severity and
+incidents, what was read, the instant ages are measured against and where it comes from,
+caveats: ``Input lacks``; with ``--baseline``, what changed since), then one block per
+incident (:meth:`auditor.report.model.Report.incidents`), worst first, each as
 
-* one header line: severity, ``rule/kind``, ``topic-partition@offset``, producer
-  id/epoch, transactional id, age (then cluster / brokers when the report spans
-  several), packed field by field — a field is never split, a header that does not
-  fit continues on an indented line;
-* its message, wrapped at spaces (never at hyphens: rule ids, topic names and
-  timestamps stay whole);
-* the commands to paste, each on a line of its own and never wrapped even when
-  longer than the terminal (they are to be copied): the ``--start-offset`` abort,
-  the older-broker form as a ``#`` comment, and the next forensic command
-  (:meth:`auditor.report.model.Report.next_command`, ``txn-audit timeline``);
-* the kind's advice, printed once per kind (identical advice is not repeated).
+* one header line of its lead finding: severity, ``rule/kind``, ``[new]``/``[still open]``
+  against a baseline, ``topic-partition@offset``, producer id/epoch, transactional id, age
+  (then cluster / brokers when the report spans several), packed field by field -- a field is
+  never split, a header that does not fit continues on an indented line;
+* its message, wrapped at spaces (never at hyphens: rule ids, topic names and timestamps stay
+  whole), then one ``also`` line per further finding of the incident (the stuck LSO a hanging
+  transaction pins);
+* the incident's commands, each once: the ``--start-offset`` abort and the next forensic command
+  (:meth:`auditor.report.model.Report.next_command`, ``txn-audit timeline``), broken between
+  options with `` \\`` continuations so that pasted they are the command (the form for brokers
+  before 3.0 is in the other formats: every broker the tool supports takes ``--start-offset``);
+* the lead kind's advice, printed once per kind (identical advice is not repeated).
 
-Then the lists the summary counts (inputs, clusters, brokers). Every value from the
-dump (topics, transactional ids, paths, messages) goes through ``one_line`` and into
+The baseline's resolved findings follow, one line each; then what the summary counts, listed
+when it is more than one (inputs, clusters, brokers). Every value from the dump (topics,
+transactional ids, paths, messages) goes through ``one_line`` and into
 ``rich.text.Text`` objects, never into markup strings: a transactional id like
 ``[red]x[/red]`` prints as itself, and a newline in a topic cannot forge a line.
 
