@@ -51,12 +51,13 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def spark():
     """One embedded Spark session for the whole test run (starting one costs ~5 s). Its driver gets
-    4 GiB, not the product's 2 GiB default: one JVM holds ~900 tests' worth of plans and caches, and
-    test_scenarios (every capture of sample_logs/ in one audit, three ways) ran out of a 2 GiB heap
-    at the end of the full run (Task serialization: OutOfMemoryError) while passing alone."""
+    6 GiB, not the product's 2 GiB default: one JVM holds ~1,400 tests' worth of plans and caches,
+    and test_scenarios (every capture of sample_logs/ in one audit, three ways, and every partition's
+    plot series collected at once) ran out of a 2 GiB, then a 4 GiB heap late in the full run
+    (OutOfMemoryError) while passing alone."""
     from auditor.spark.session import get_spark
 
-    session = get_spark("local[2]", {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "4g"})
+    session = get_spark("local[2]", {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "6g"})
     yield session
     session.stop()
 

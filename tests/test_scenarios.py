@@ -157,6 +157,7 @@ def test_plot_rows_bound_covers_every_series(spark, results):
     from auditor.engine.runner import _report_context
     from auditor.report.spark.data import LSO_BUCKETS, plot_queries, plot_rows_bound, summary_queries
 
+    spark.catalog.clearCache()  # what earlier tests of this session left cached is not this test's heap
     ctx = AuditContext(spark, results[2]["tables"])
     try:
         rc = _report_context(ctx)
