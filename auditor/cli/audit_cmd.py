@@ -26,7 +26,7 @@ from auditor.report.console import err, safe
 from auditor.cli.ingest_cmd import check_inputs, input_uris, remote_store_option, verbose_option
 from auditor.cli.metrics_option import metrics_option
 from auditor.cli.progress import StageProgress
-from auditor.cli.report_cmd import InputError, emit_report, exit_with, make_filters, report_options, with_baseline
+from auditor.cli.report_cmd import InputError, finish, make_filters, report_options
 from auditor.engine.rule import discover
 from auditor.report import from_audit, load_report
 
@@ -161,11 +161,11 @@ def _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=None
     report = from_audit(res, make_filters(rules=rules, **filter_opts), bootstrap_server, source=source)
     if tables:
         report.run["tables"] = str(Path(tables).absolute())
-    emit_report(with_baseline(report, filter_opts.get("baseline")), fmt, filter_opts.get("report_file"))
     if tables and not quiet and err.is_terminal:
         t = safe(report.run["tables"])
         err.print(f"tables kept in {t}: txn-audit timeline {t} --topic ... (see each finding)")
-    exit_with(report, fail_on, exit_zero)
+    finish(report, fmt, fail_on, exit_zero, baseline=filter_opts.get("baseline"),
+           report_file=filter_opts.get("report_file"))
 
 
 # -- the tables a scan keeps ----------------------------------------------------------------------
@@ -311,8 +311,8 @@ def _report_cached(cached: Path, tdir: str, rules, fmt, fail_on, exit_zero, boot
     if not quiet:
         err.print(f"[dim]inputs and options unchanged since audit run {safe(report.run.get('run_id'))}: "
                   f"reusing its findings ({report.total_findings}) and the tables in {safe(tdir)}[/dim]")
-    emit_report(with_baseline(report, filter_opts.get("baseline")), fmt, filter_opts.get("report_file"))
-    exit_with(report, fail_on, exit_zero)
+    finish(report, fmt, fail_on, exit_zero, baseline=filter_opts.get("baseline"),
+           report_file=filter_opts.get("report_file"))
 
 
 def _inventory(tdir: Path) -> list[dict]:

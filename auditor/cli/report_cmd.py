@@ -181,6 +181,14 @@ def with_baseline(report: Report, baseline) -> Report:
     return report
 
 
+def finish(report: Report, fmt: str | None, fail_on: str, exit_zero: bool, *, baseline=None,
+           report_file: str | None = None) -> None:
+    """What scan, audit and report end with: the report compared with ``--baseline``, written
+    (:func:`emit_report`), then the exit status (:func:`exit_with`)."""
+    emit_report(with_baseline(report, baseline), fmt, report_file)
+    exit_with(report, fail_on, exit_zero)
+
+
 def exit_with(report: Report, fail_on: str, exit_zero: bool = False) -> None:
     """0, or 1 when a reported finding reaches ``fail_on``; with a baseline 3 when only findings
     it had remain (:func:`auditor.report.baseline.exit_status`)."""
@@ -224,8 +232,7 @@ def report_cmd(findings, rules, fmt, fail_on, exit_zero, bootstrap_server, basel
     unknown = sorted(set(rules) - {f["rule"] for f in report.findings} - _known_rules())
     if unknown:
         err.print(f"[yellow]note[/yellow]: unknown rule id(s) {safe(', '.join(unknown))}; see `txn-audit rules`")
-    emit_report(with_baseline(report, baseline), fmt, report_file)
-    exit_with(report, fail_on, exit_zero)
+    finish(report, fmt, fail_on, exit_zero, baseline=baseline, report_file=report_file)
 
 
 def _known_rules() -> set[str]:

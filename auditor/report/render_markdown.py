@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from auditor.report.model import Report, format_time, one_line
-from auditor.report.render_table import (COLUMNS, also_text, incident_commands, location, resolved_lines,
+from auditor.report.render_table import (COLUMNS, also_text, incident_commands, location, resolved_texts,
                                            summary_rows)
 
 # punctuation that means something inline or in a GFM table cell: emphasis, code, links (``]``
@@ -70,10 +70,8 @@ def _incidents(report: Report) -> list[str]:
 
 def _resolved(report: Report) -> list[str]:
     """The baseline's findings this run no longer has (``--baseline``)."""
-    if report.baseline is None or not report.baseline.resolved:
-        return []
-    items = [t.strip().removeprefix("resolved ") for t in resolved_lines(report, 10**6)[1:]]
-    return ["## Resolved since the baseline", "", *[f"- {md_text(t)}" for t in items], ""]
+    items = resolved_texts(report)
+    return ["## Resolved since the baseline", "", *[f"- {md_text(t)}" for t in items], ""] if items else []
 
 
 def render_markdown(report: Report) -> str:

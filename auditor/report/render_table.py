@@ -216,18 +216,27 @@ def baseline_line(report: Report) -> str:
     return f"Since the baseline{when}: {c['resolved']} resolved, {c['new']} new, {c['still_open']} still open"
 
 
-def resolved_lines(report: Report, width: int) -> list[str]:
-    """The baseline's findings this run no longer has, one line each with the age they had."""
-    if report.baseline is None or not report.baseline.resolved:
+def resolved_texts(report: Report) -> list[str]:
+    """The baseline's findings this run no longer has, one text each with the age they had."""
+    if report.baseline is None:
         return []
-    out = ["Resolved since the baseline:"]
+    out = []
     for f in report.baseline.resolved:
         age = f", open {format_duration(f['duration_ms'])} then" if f.get("duration_ms") is not None else ""
-        text = " ".join(x for x in (one_line(f.get("severity")), f"{one_line(f.get('rule'))}/{one_line(f.get('kind'))}",
-                                     location(f) or "", f"producer {f['producer_id']}" if f.get("producer_id") is not None
-                                     else "") if x) + age
-        out += wrap(text, width, INDENT + "resolved ", INDENT * 3)
+        producer = f"producer {f['producer_id']}" if f.get("producer_id") is not None else ""
+        parts = (one_line(f.get("severity")), f"{one_line(f.get('rule'))}/{one_line(f.get('kind'))}",
+                 location(f) or "", producer)
+        out.append(" ".join(x for x in parts if x) + age)
     return out
+
+
+def resolved_lines(report: Report, width: int) -> list[str]:
+    """:func:`resolved_texts` under a heading, wrapped."""
+    texts = resolved_texts(report)
+    if not texts:
+        return []
+    return ["Resolved since the baseline:"] + [line for t in texts for line in wrap(t, width, INDENT + "resolved ",
+                                                                                     INDENT * 3)]
 
 
 def summary_lines(report: Report) -> list[tuple[str, str]]:
