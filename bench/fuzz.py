@@ -11,7 +11,9 @@ problems must equal the per-object path's. Each input is a seed
 with 1-3 mutations (a byte replaced, a cut, a cut plus zeros, a 4-byte field set to a huge or
 negative length, bytes appended), written to a scratch directory under the seed's partition
 directory name and decoded by what a Spark executor runs: ``envelope.decode_task_all`` (every
-table that accepts the file; the streaming or the columnar segment path at random).
+table that accepts the file; the streaming or the columnar segment path at random); for half the
+inputs also as the local ingest decodes it (through ``local_decode.PartWriter``), whose Parquet
+parts and counts must equal the envelope's payloads and counts.
 
 A clean outcome is rows and problem rows. Anything else is a failure: an ``internal-error``
 problem (an exception other than the decoders' own ``DecodeError``, caught by the task), an
@@ -39,6 +41,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# Arrow on the system allocator, set before pyarrow is first imported: jemalloc reserves address space in
+# big steps, which the run's address-space limit would turn into MemoryErrors unrelated to the input
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 LENGTHS = (2**31 - 1, -1, -(2**31), 2**24, 70_000_000)
 
 
@@ -104,13 +109,18 @@ def run_one(path: Path, rng: random.Random, timeout: float) -> tuple[int, str | 
         problems = 0
         for task in make_plan([str(path)]).tasks:
             task["active"] = rng.random() < 0.5
-            for rb in envelope.decode_task_all(task):
+            batches = list(envelope.decode_task_all(task))
+            for rb in batches:
                 kinds = rb.column(rb.schema.get_field_index("problem_kind")).to_pylist()
                 msgs = rb.column(rb.schema.get_field_index("problem_message")).to_pylist()
                 for k, m in zip(kinds, msgs):
                     if k == "internal-error":
                         return problems, f"internal-error: {m}"
                     problems += k is not None
+            if rng.random() < 0.5:  # the local ingest's path: the same decode through its Parquet sink
+                differs = local_differs(task, batches, path.parent / "parts")
+                if differs:
+                    return problems, differs
         return problems, None
     except Hang as exc:
         return 0, f"hang: {exc}"
@@ -121,6 +131,35 @@ def run_one(path: Path, rng: random.Random, timeout: float) -> tuple[int, str | 
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def local_differs(task: dict, batches: list, scratch: Path) -> str | None:
+    """What the local ingest writes for ``task`` (``envelope.decode_task_all`` through a
+    ``local_decode.PartWriter`` sink) against what Spark's path writes (the envelope's payloads,
+    ``batches``): the rows of every table and the counts and problems. None when the same."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from auditor.ingest import envelope
+    from auditor.ingest.local_decode import PartWriter
+    from auditor.ingest.tables import TABLES
+
+    shutil.rmtree(scratch, ignore_errors=True)
+    ref = pa.Table.from_batches(batches, schema=envelope.ENVELOPE_SCHEMA)
+    writer = PartWriter(str(scratch), "part-00000.parquet")
+    try:
+        got = pa.Table.from_batches(list(envelope.decode_task_all(task, sink=writer)), schema=envelope.ENVELOPE_SCHEMA)
+    finally:
+        writer.close()
+    summary = envelope.SUMMARY_COLUMNS
+    if got.select(summary).to_pylist() != ref.select(summary).to_pylist():
+        return "local ingest: counts or problems differ from the envelope's"
+    for name, t in envelope.tables_of(ref, list(TABLES)).items():
+        d = scratch / name
+        written = ds.dataset(str(d), format="parquet").to_table().to_pylist() if d.is_dir() else []
+        if written != t.to_pylist():
+            return f"local ingest: table {name} differs from the envelope's payloads"
+    return None
 
 
 def run_native(path: Path, timeout: float) -> tuple[int, str | None]:
@@ -188,6 +227,10 @@ def main() -> None:
     if dump_native.available():  # dump's compiled path on the same segments: equal to the Python path
         for target in [t for t in corpus if t.startswith("segment:")]:
             corpus["dump-native:" + target.split(":", 1)[1]] = corpus[target]
+    # the local ingest's check reads and writes Parquet: imported before the address space is limited
+    import pyarrow.dataset  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
     limit = a.memory_mib << 20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     rng = random.Random(a.seed)

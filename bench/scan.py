@@ -48,17 +48,18 @@ def child(dirs: list[str]) -> dict:
 
     plan = make_plan(dirs)  # as `scan` does: the input's size chooses the session's settings
     t_inputs = time.monotonic() - t_start
-    # as `scan` does: a small local input decoded by processes of its own while the JVM starts
-    decoded = start_local_decode(plan) if embedded_local() and not os.environ.get("BENCH_SPARK_DECODE") else None
-    spark = get_spark(small_input=small_plan(plan), delta=False)  # as `scan` starts it: Parquet tables only
-    sc = spark.sparkContext
-    t_session = time.monotonic() - t_start - t_inputs
-    from auditor.engine.runner import audit
-
     jobs: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:
+        # as `scan` does: a local input decoded by processes of its own while the JVM starts
+        local = embedded_local() and not os.environ.get("BENCH_SPARK_DECODE")
+        decoded = start_local_decode(plan, f"{tmp}/tables") if local else None
+        spark = get_spark(small_input=small_plan(plan), delta=False)  # as `scan` starts it: Parquet tables only
+        sc = spark.sparkContext
+        t_session = time.monotonic() - t_start - t_inputs
+        from auditor.engine.runner import audit
+
         sc.setJobGroup("ingest", "ingest")
-        res_in = ingest(spark, dirs, f"{tmp}/tables", plan=plan, decoded=decoded)
+        res_in = ingest(spark, dirs, f"{tmp}/tables", plan=plan, decoded=decoded, local_decode=local)
         def progress(stage: str, i: int, n: int) -> None:
             if stage == "report data":  # the plots' job
                 sc.setJobGroup("report", "report")

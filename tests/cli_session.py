@@ -6,7 +6,8 @@ code, or 1 and the traceback for an exception that escapes. A step may instead b
 
     python tests/cli_session.py STEPS.json RESULTS.json
 
-STEPS.json is a list of ``{"name": ..., "argv": [...]}`` or ``{"name": ..., "sh": "..."}``.
+STEPS.json is a list of ``{"name": ..., "argv": [...]}`` (with ``"env": {...}``: environment
+variables set for that command only) or ``{"name": ..., "sh": "..."}``.
 RESULTS.json is rewritten after every step (name, code, stdout, stderr, traceback and the
 ``time.monotonic()`` at its start and end), so a run killed by a timeout still shows which step
 was running. Used by tests/test_hostile_catalogue.py.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import subprocess
 import sys
 import time
@@ -54,7 +56,16 @@ def main() -> None:
             r = subprocess.run(["sh", "-ec", step["sh"]], capture_output=True, text=True)
             res = {"code": r.returncode, "stdout": r.stdout, "stderr": r.stderr, "traceback": None}
         else:
-            res = run_cli(step["argv"])
+            saved = {k: os.environ.get(k) for k in step.get("env", {})}
+            os.environ.update(step.get("env", {}))
+            try:
+                res = run_cli(step["argv"])
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
         res.update(name=step["name"], t0=t0, t1=time.monotonic())
         results.append(res)
         with open(results_path, "w") as f:

@@ -257,10 +257,16 @@ def _steps(base: Path, hostile: Path, good: Path, read_only: str) -> list[dict]:
             {"name": "full", "argv": ["scan", str(good), "--tables", str(full / "tables"), "--format", "json"]},
             {"name": "full-state", "sh": f"cd {full} && echo $(ls -A) && find tables -type f | sort | xargs sha256sum"},
             # an input over ingest_job.SMALL_INPUT_BYTES whose batches table has more than DRIVER_TABLE_ROWS
-            # rows: that table is written by Spark's tasks, whose failure comes back as a Java error
+            # rows, decoded by Spark (the local decode switched off): that table is written by Spark's
+            # tasks, whose failure comes back as a Java error
             {"name": "fill-big", "sh": f"mount -t tmpfs -o size=1m tmpfs {full_big}"},
-            {"name": "full-big", "argv": ["scan", str(big), "--tables", str(full_big / "tables"), "--format", "json"]},
+            {"name": "full-big", "argv": ["scan", str(big), "--tables", str(full_big / "tables"), "--format", "json"],
+             "env": {"TXN_AUDIT_DISABLE": "local_decode"}},
             {"name": "full-big-state", "sh": f"cd {full_big} && echo $(ls -A)"},
+            # the same input decoded as a local master decodes it: the parts written by local processes
+            {"name": "full-big-local", "argv": ["scan", str(big), "--tables", str(full_big / "tables"),
+                                                "--format", "json"]},
+            {"name": "full-big-local-state", "sh": f"cd {full_big} && echo $(ls -A)"},
         ]
     return steps
 
@@ -490,6 +496,21 @@ def test_output_fills_up_while_spark_writes_a_large_table(catalogue):
     assert line.startswith(f"Error: cannot write {catalogue.base / 'full-big' / 'tables'}: No space left"), line
     assert "Spark writing a table" in line and "Py4J" not in step["stderr"] and "java." not in step["stderr"], line
     assert catalogue.step("full-big-state")["stdout"].strip() == ""
+
+
+@pytest.mark.spark
+def test_output_fills_up_while_the_local_decode_writes_its_parts(catalogue):
+    """The same input decoded by local processes, each writing its tables' parts into the staging
+    directory: the worker's "No space left on device" is the same one line, status 2, and the
+    directory is left empty (the staging with its parts removed)."""
+    _needs(catalogue, "mount")
+    step = catalogue.step("full-big-local")
+    _clean(step)
+    assert step["code"] == 2, step["stderr"][-3000:]
+    line = step["stderr"].strip().splitlines()[-1]
+    assert line.startswith(f"Error: cannot write {catalogue.base / 'full-big' / 'tables'}: No space left"), line
+    assert "Traceback" not in step["stderr"], step["stderr"][-3000:]
+    assert catalogue.step("full-big-local-state")["stdout"].strip() == ""
 
 
 # -- files that change size while they are read (the decode executors run, at a chosen moment) -------

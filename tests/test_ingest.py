@@ -155,11 +155,12 @@ def test_large_input_path_writes_the_same_tables(spark, bad_logdir, tmp_path, mo
     from conftest import SAMPLE_LOGS
 
     inputs = [str(bad_logdir), str(SAMPLE_LOGS / "hanging-late-write")]
-    small = ingest(spark, inputs, str(tmp_path / "small"))
-    large = ingest(spark, inputs, str(tmp_path / "large"), small_input_bytes=0)  # small tables by the driver
+    small = ingest(spark, inputs, str(tmp_path / "small"), local_decode=False)  # Spark's one job, written by the driver
+    local = ingest(spark, inputs, str(tmp_path / "local"))  # local processes write the parts
+    large = ingest(spark, inputs, str(tmp_path / "large"), small_input_bytes=0, local_decode=False)  # small tables by the driver
     monkeypatch.setattr("auditor.ingest.spark_job.DRIVER_TABLE_ROWS", 0)
-    spark_written = ingest(spark, inputs, str(tmp_path / "spark"), small_input_bytes=0)  # every table by Spark
-    for other, res in (("large", large), ("spark", spark_written)):
+    spark_written = ingest(spark, inputs, str(tmp_path / "spark"), small_input_bytes=0, local_decode=False)  # every table by Spark
+    for other, res in (("local", local), ("large", large), ("spark", spark_written)):
         assert small.table_rows == res.table_rows and small.table_rows["batches"] > 0
         assert sorted(map(repr, small.files)) == sorted(map(repr, res.files))
         for name in small.table_rows:

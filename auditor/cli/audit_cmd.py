@@ -123,13 +123,13 @@ def _c1_tables(tables: str) -> bool:
         return False
 
 
-def _start_decode(plan, master):
-    """The local decode of ``plan`` (``ingest_job.start_local_decode``), started before Spark, when
-    the session will have a local master; else None (Spark decodes, or the tables are reused)."""
+def _start_decode(plan, master, tables_dir: str):
+    """The local decode of ``plan`` into ``tables_dir`` (``spark_job.start_local_decode``), started
+    before Spark, when the session will have a local master; else None (Spark decodes)."""
     from auditor.ingest.spark_job import start_local_decode
     from auditor.spark.session import embedded_local
 
-    return start_local_decode(plan) if embedded_local(master) else None
+    return start_local_decode(plan, tables_dir) if embedded_local(master) else None
 
 
 def _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, progress):
@@ -445,34 +445,35 @@ def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, mast
               if kept is not None and not findings_out and not metrics.path else None)
     if cached is not None:
         return _report_cached(cached, tables_dir, rules, fmt, fail_on, exit_zero, bootstrap_server, filter_opts, quiet)
-    # a small local input is decoded by processes of its own while the driver JVM starts
-    decoded = _start_decode(plan, master) if kept is None else None
-    try:
-        spark = _spark(master, confs, small_input=small_plan(plan))
-    except BaseException:
-        if decoded is not None:
-            decoded.close()
-        raise
-    with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, StageProgress(err, not quiet) as prog:
+    with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp:
         tdir = tables_dir or str(Path(tmp) / "tables")
-        if kept is not None:
-            files = _inventory(Path(tdir))
-            if not quiet:
-                err.print(f"[dim]inputs unchanged since scan {safe(kept.get('run_id'))}: reusing the tables in "
-                          f"{safe(tdir)}[/dim]")
-        else:
-            res_in = ingest(spark, list(logdirs), tdir, progress=prog.ingest(plan), plan=plan, decoded=decoded)
-            files = res_in.files
+        # a local input is decoded by processes of its own while the driver JVM starts
+        decoded = _start_decode(plan, master, tdir) if kept is None else None
+        try:
+            spark = _spark(master, confs, small_input=small_plan(plan))
+        except BaseException:
+            if decoded is not None:
+                decoded.discard()
+            raise
+        with StageProgress(err, not quiet) as prog:
+            if kept is not None:
+                files = _inventory(Path(tdir))
+                if not quiet:
+                    err.print(f"[dim]inputs unchanged since scan {safe(kept.get('run_id'))}: reusing the tables in "
+                              f"{safe(tdir)}[/dim]")
+            else:
+                res_in = ingest(spark, list(logdirs), tdir, progress=prog.ingest(plan), plan=plan, decoded=decoded)
+                files = res_in.files
+                if keep_tables:
+                    _stamp(Path(tdir), digest, list(logdirs), res_in.run_id)
+                    if tdir.startswith(str(tables_home())):
+                        _prune(tables_home(), Path(tdir))
+            readable = _readable(files, quiet)
+            res = _run_audit(spark, tdir, rules, as_of, max_timeout_ms, findings_out, prog.stage("rules"))
             if keep_tables:
-                _stamp(Path(tdir), digest, list(logdirs), res_in.run_id)
-                if tdir.startswith(str(tables_home())):
-                    _prune(tables_home(), Path(tdir))
-        readable = _readable(files, quiet)
-        res = _run_audit(spark, tdir, rules, as_of, max_timeout_ms, findings_out, prog.stage("rules"))
-        if keep_tables:
-            _keep_findings(res, Path(tdir), digest, as_of, max_timeout_ms, rules)
-            if findings_out:
-                _note_tables(Path(findings_out), Path(tdir))
+                _keep_findings(res, Path(tdir), digest, as_of, max_timeout_ms, rules)
+                if findings_out:
+                    _note_tables(Path(findings_out), Path(tdir))
     if metrics.path:
         _record(metrics, res, rules, max_timeout_ms, files_decoded=readable if kept is None else 0)
     _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=findings_out, exit_zero=exit_zero,

@@ -117,7 +117,7 @@ def ingest_cmd(logdirs, remote_stores, out_dir, master, confs, tables, split_mb,
     is replaced).
     """
     from auditor.cli.progress import StageProgress
-    from auditor.ingest.spark_job import check_output, ingest, small_plan
+    from auditor.ingest.spark_job import check_output, decodes_locally, ingest, small_plan
     from auditor.spark.session import get_spark, parse_conf
     from auditor.ingest.plan import make_plan
     from auditor.ingest.tables import TABLES
@@ -134,7 +134,9 @@ def ingest_cmd(logdirs, remote_stores, out_dir, master, confs, tables, split_mb,
     logdirs = tuple(logdirs) + tuple(remote_stores)
     plan = make_plan(list(logdirs), split_bytes)  # before Spark: its size chooses the session's settings
     check_inputs(list(logdirs), plan)
-    spark = get_spark(master, conf, delta=False, small_input=small_plan(plan))
+    # local files under a local master: the local decode writes every table, no JVM to start
+    spark = None if decodes_locally(plan, master) else get_spark(master, conf, delta=False,
+                                                                 small_input=small_plan(plan))
     with StageProgress(err, not quiet) as prog:
         result = ingest(spark, list(logdirs), out_dir, tables=list(tables) or None,
                         split_bytes=split_bytes, progress=prog.ingest(plan), plan=plan)

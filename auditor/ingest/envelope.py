@@ -18,7 +18,7 @@ Spark-free: executors and the driver import it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -63,11 +63,19 @@ def conform(rb: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
-class _Envelopes:
-    """Accumulates one task's envelope rows; flushed as one Arrow batch."""
+Sink = Callable[[str, pa.RecordBatch], None]
 
-    def __init__(self) -> None:
+
+class _Envelopes:
+    """Accumulates one task's envelope rows; flushed as one Arrow batch.
+
+    ``sink``: where the table rows go instead of the payload column (a local decode's Parquet
+    writer, :mod:`auditor.ingest.local_decode`): called with the table's name and each record
+    batch, whose envelope row then keeps its counts and a null payload."""
+
+    def __init__(self, sink: Sink | None = None) -> None:
         self.cols: dict[str, list] = {f.name: [] for f in ENVELOPE_SCHEMA}
+        self.sink = sink
 
     def add(self, table: str, file: str, *, rows: int = 0, next_offset: int | None = None,
             problem: tuple[str, int, str] | None = None, payload: bytes | None = None) -> None:
@@ -94,7 +102,11 @@ def _data_batch(spec: TableSpec, rb: pa.RecordBatch, file: str, env: _Envelopes)
 
         m = pc.max(rb.column(rb.schema.get_field_index("last_offset"))).as_py()
         nxt = None if m is None else m + 1
-    env.add(spec.name, file, rows=rb.num_rows, next_offset=nxt, payload=_ipc(rb))
+    if env.sink is not None:
+        env.sink(spec.name, rb)
+        env.add(spec.name, file, rows=rb.num_rows, next_offset=nxt)
+    else:
+        env.add(spec.name, file, rows=rb.num_rows, next_offset=nxt, payload=_ipc(rb))
 
 
 def _shared(task: dict, tables: int):
@@ -109,9 +121,10 @@ def _shared(task: dict, tables: int):
         return None
 
 
-def decode_task_all(task: dict, names: Iterable[str] | None = None) -> Iterator[pa.RecordBatch]:
-    """Envelope batches of ``task`` for every table in ``names`` (default: all) that accepts it."""
-    env = _Envelopes()
+def decode_task_all(task: dict, names: Iterable[str] | None = None, sink: Sink | None = None) -> Iterator[pa.RecordBatch]:
+    """Envelope batches of ``task`` for every table in ``names`` (default: all) that accepts it
+    (``sink``: see :class:`_Envelopes`)."""
+    env = _Envelopes(sink)
     specs = [TABLES[n] for n in names or TABLES if TABLES[n].accepts(task)]
     shared = _shared(task, len(specs))
     try:
@@ -144,11 +157,13 @@ def _decode_specs(task: dict, specs: list[TableSpec], shared, env: _Envelopes) -
             _data_batch(spec, pa.RecordBatch.from_pylist(buf, schema=spec.schema), file, env)
 
 
-def decode_tasks(task_batches: Iterable[pa.RecordBatch], names: list[str] | None = None) -> Iterator[pa.RecordBatch]:
-    """The executor function of the decode stage (``mapInArrow``): task rows in, envelope batches out."""
+def decode_tasks(task_batches: Iterable[pa.RecordBatch], names: list[str] | None = None,
+                 sink: Sink | None = None) -> Iterator[pa.RecordBatch]:
+    """The executor function of the decode stage (``mapInArrow``): task rows in, envelope batches
+    out (``sink``: the local decode's writer, see :class:`_Envelopes`)."""
     for rb in task_batches:
         for task in rb.to_pylist():
-            yield from decode_task_all(task, names)
+            yield from decode_task_all(task, names, sink)
 
 
 def payload_batch(payload: bytes) -> pa.RecordBatch:

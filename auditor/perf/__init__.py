@@ -39,6 +39,10 @@ piece (switch)      what it does, what it buys                             what 
 ``dump_split``      :mod:`auditor.dump._split`: ``dump --records`` of      ``os.fork`` (a platform without it: one
                     0.25-64 MiB of many files forks a second process for   process)
                     the later files
+``local_decode``    :mod:`auditor.ingest.local_decode`: local files under  ``multiprocessing``'s start methods (then
+                    a local master decoded by processes of the driver's,   the platform's default); the Parquet
+                    which write the tables' parts themselves (``ingest``   writer's options (pyarrow)
+                    starts no JVM; ``scan`` decodes while it starts)
 ==================  =====================================================  ==========================================
 
 ``bench/perf_machinery.py`` measures them (a cold ``scan`` of one capture per run, or audits in
@@ -61,7 +65,7 @@ import os
 
 DISABLE_ENV = "TXN_AUDIT_DISABLE"
 PIECES = ("jvmcache", "py4jcache", "call_site", "c1", "parallel_gc", "df_debugging", "cached_leaf", "no_pandas",
-          "preload", "freed_memory", "dump_split")
+          "preload", "freed_memory", "dump_split", "local_decode")
 
 
 def enabled(piece: str) -> bool:
