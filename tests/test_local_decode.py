@@ -10,7 +10,7 @@ import pytest
 from auditor.ingest import envelope
 from auditor.ingest.spark_job import decode_envelope, ingest, start_local_decode
 from auditor.ingest.local_decode import LocalDecode, runs
-from auditor.ingest.plan import RECORD_TOPIC_COST, decode_cost, make_plan, task_bytes
+from auditor.ingest.plan import RECORD_TOPIC_COST, RECORD_TOPICS, decode_cost, make_plan, task_bytes
 from auditor.ingest.tables import TABLES
 from conftest import SAMPLE_LOGS
 
@@ -41,6 +41,8 @@ def test_a_segment_of_an_internal_topic_weighs_more_than_its_bytes():
     assert txn and data
     assert all(decode_cost(t) == task_bytes(t) * RECORD_TOPIC_COST for t in txn)
     assert all(decode_cost(t) == task_bytes(t) for t in data)
+    # the planner's list is the catalog's: every topic some table decodes record by record
+    assert RECORD_TOPICS == {s.topic for s in TABLES.values() if s.record_decoder is not None}
 
 
 def _parts(root, names: list[str]) -> dict[str, list[dict]]:
@@ -145,7 +147,7 @@ def test_a_process_with_other_threads_is_not_forked():
         import threading
         from auditor.ingest import local_decode
         from auditor.ingest.local_decode import LocalDecode
-        from auditor.ingest.plan import RECORD_TOPIC_COST, decode_cost, make_plan, task_bytes
+        from auditor.ingest.plan import RECORD_TOPIC_COST, RECORD_TOPICS, decode_cost, make_plan, task_bytes
         from auditor.ingest.tables import TABLES
         tasks = [t for t in make_plan([{CAPTURES[0]!r}]).tasks if any(TABLES[n].accepts(t) for n in TABLES)]
         alone = local_decode._context().get_start_method()

@@ -25,6 +25,8 @@ DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
 # and weighs that much more when tasks are shared out (``decode_cost``).
 RECORD_TOPIC_COST = 250
 RECORD_TOPIC_SPLIT_DIVISOR = 32
+RECORD_TOPICS = frozenset({"__transaction_state", "__consumer_offsets", "__share_group_state", "__cluster_metadata",
+                           "__remote_log_metadata"})
 _MAX_META = 1 << 20  # meta.properties read for broker facts (the file is a few hundred bytes)
 DECODED_KINDS = {
     "segment", "kraft-snapshot", "producer-snapshot", "txn-index", "offset-index", "time-index",
@@ -37,10 +39,9 @@ DECODED_KINDS = {
 
 
 def record_topics() -> frozenset[str]:
-    """The internal topics some table decodes record by record (``TableSpec.record_decoder``)."""
-    from auditor.ingest.tables import TABLES
-
-    return frozenset(s.topic for s in TABLES.values() if s.topic and s.record_decoder)
+    """The internal topics some table decodes record by record: :data:`RECORD_TOPICS` (the
+    table catalog, ``auditor.ingest.tables.register``, refuses a record decoder for another)."""
+    return RECORD_TOPICS
 
 
 def task_bytes(task: dict) -> int:

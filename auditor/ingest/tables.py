@@ -19,6 +19,7 @@ from auditor.errors import DecodeError
 from auditor.ingest.context import CONTEXT_COLUMNS, context_of
 from auditor.ingest.problems import BAD_RECORD, Problem
 from auditor.ingest import dumplog, segments
+from auditor.ingest.plan import RECORD_TOPICS
 from auditor.ingest.storage import open_input
 
 # blocks of kafka-dump-log text read as segments (auditor.ingest.dumplog)
@@ -104,6 +105,9 @@ MAX_TEXT_FILE = 16 * 1024 * 1024  # checkpoint/properties files are KBs
 
 
 def register(spec: TableSpec) -> TableSpec:
+    # the planner weighs and splits these topics' segments as decoded record by record
+    if spec.record_decoder is not None and spec.topic not in RECORD_TOPICS:
+        raise ValueError(f"table {spec.name}: a record decoder for {spec.topic}, not in plan.RECORD_TOPICS")
     TABLES[spec.name] = spec
     return spec
 
