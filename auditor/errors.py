@@ -7,6 +7,9 @@ exactly where a file went wrong while the rest of the audit goes on.
 
 from __future__ import annotations
 
+import os
+import re
+
 
 class DecodeError(ValueError):
     """Bytes that do not follow the Kafka format they claim to be.
@@ -74,4 +77,10 @@ class OutputError(Exception):
     @classmethod
     def of(cls, out: object, exc: OSError) -> "OutputError":
         where = f" (writing {exc.filename})" if exc.filename and str(exc.filename) != str(out) else ""
-        return cls(out, f"{exc.strerror or exc}{where}; nothing was replaced")
+        reason = exc.strerror or str(exc)
+        # Arrow's I/O errors (a Parquet writer's) give the C library's errno inside a sentence of
+        # their own: "Error writing bytes to file. Detail: [errno 28] No space left on device"
+        m = re.search(r"\[errno (\d+)\]", reason)
+        if m:
+            reason = f"{os.strerror(int(m.group(1)))} (writing a table's Parquet file)"
+        return cls(out, f"{reason}{where}; nothing was replaced")
