@@ -1,11 +1,12 @@
-"""Ingestion on Spark: decode tasks on executors, write Parquet tables atomically.
+"""Ingestion: decode tasks, write Parquet tables atomically.
 
-One ``mapInArrow`` stage decodes every file for every table that accepts it
-(:mod:`auditor.ingest.envelope`): data rows, problem rows and per-file counts
-come from that one decode. A small input of local files under a local master
-is decoded by the same function in processes of the driver's own instead
-(:mod:`auditor.ingest.local_decode`: no Spark job, and ``scan`` starts it
-before the JVM). All tables of a run are written under a sibling staging directory
+Local files under a local master (or with no session at all) are decoded by
+processes of the driver's own, which write the tables' parts themselves
+(:mod:`auditor.ingest.local_decode`: no Spark job; ``scan`` starts them before
+the JVM, ``ingest`` starts no JVM). Otherwise one ``mapInArrow`` stage on
+Spark's executors decodes every file for every table that accepts it
+(:mod:`auditor.ingest.envelope`, the same function): data rows, problem rows
+and per-file counts come from that one decode. All tables of a run are written under a sibling staging directory
 and swapped in by renames only when every table is complete, so a run killed at
 any point leaves either the previous tables or the new ones, never a half-written
 mix that a re-run would add to.
@@ -36,9 +37,9 @@ from auditor.ingest.storage import normalize
 from auditor.perf import enabled
 from auditor.ingest.tables import TABLES
 
-# inputs up to this many bytes are decoded into the driver (in local processes, or in one Spark job)
-# and their tables written by it: an interactive scan pays no per-table Spark jobs (decoded rows stay
-# well under 1 GiB)
+# on Spark's path, inputs up to this many bytes are decoded into the driver in one Spark job and their
+# tables written by it (decoded rows stay well under 1 GiB); the session of a scan of at most this many
+# bytes gets the small-input settings (small_plan)
 SMALL_INPUT_BYTES = 64 * 1024 * 1024
 # in a larger input, tables of at most this many rows are still written by the driver (one job for all)
 DRIVER_TABLE_ROWS = 100_000
