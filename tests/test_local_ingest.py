@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from auditor.ingest import envelope
 from auditor.ingest.local_decode import PartWriter
-from auditor.ingest.plan import make_plan
+from auditor.ingest.plan import DEFAULT_SPLIT_BYTES, make_plan
 from auditor.ingest.spark_job import ingest
 from auditor.ingest.tables import TABLES
 from conftest import REAL_LOGS, SAMPLE_LOGS
@@ -28,10 +28,10 @@ def _table(root: Path, name: str) -> list[str]:
     return sorted(map(repr, ds.dataset(str(root / name), format="parquet").to_table().to_pylist()))
 
 
-def _same_tables(spark, inputs: list[str], tmp: Path) -> dict[str, int]:
+def _same_tables(spark, inputs: list[str], tmp: Path, split_bytes: int = DEFAULT_SPLIT_BYTES) -> dict[str, int]:
     """Ingest ``inputs`` both ways; assert every table and the inventory equal; the row counts."""
-    by_spark = ingest(spark, inputs, str(tmp / "spark"), local_decode=False)
-    local = ingest(None, inputs, str(tmp / "local"))  # no session: what `txn-audit ingest` does
+    by_spark = ingest(spark, inputs, str(tmp / "spark"), split_bytes=split_bytes, local_decode=False)
+    local = ingest(None, inputs, str(tmp / "local"), split_bytes=split_bytes)  # no session: what `txn-audit ingest` does
     assert local.table_rows == by_spark.table_rows
     assert sorted(map(repr, local.files)) == sorted(map(repr, by_spark.files))
     for name in [*TABLES, "files"]:
@@ -67,13 +67,8 @@ def test_a_generated_broker_log_dir_gives_spark_decodes_tables(spark, tmp_path):
     log_dir = generate(tmp_path / "gen", 24 << 20, seed=7)
     plan = make_plan([str(log_dir)], 2 << 20)
     assert any(t["range_start"] > 0 for t in plan.tasks)
-    by_spark = ingest(spark, [str(log_dir)], str(tmp_path / "spark"), split_bytes=2 << 20, local_decode=False)
-    local = ingest(None, [str(log_dir)], str(tmp_path / "local"), split_bytes=2 << 20)
-    diff = {k: (v, by_spark.table_rows[k]) for k, v in local.table_rows.items() if v != by_spark.table_rows[k]}
-    assert not diff and local.table_rows["batches"] > 2_000
-    assert sorted(map(repr, local.files)) == sorted(map(repr, by_spark.files))
-    for name in [*TABLES, "files"]:
-        assert _table(tmp_path / "spark", name) == _table(tmp_path / "local", name), name
+    rows = _same_tables(spark, [str(log_dir)], tmp_path, split_bytes=2 << 20)
+    assert rows["batches"] > 2_000
 
 
 # -- mutated segments: the sink the local decode writes through holds what the envelope carries --------

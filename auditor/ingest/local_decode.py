@@ -40,7 +40,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pyarrow as pa
 
-from auditor.ingest.plan import decode_cost, record_topics
+from auditor.ingest.plan import decode_cost
 from auditor.ingest.storage import is_remote
 
 # decode cost (bytes of data segment, ``plan.decode_cost``) per decode process beyond the first: one process decodes a capture in about a tenth of
@@ -61,8 +61,7 @@ def all_local(tasks: list[dict]) -> bool:
 def runs(tasks: list[dict], n: int) -> list[list[dict]]:
     """``tasks`` cut into at most ``n`` contiguous non-empty runs of similar decode costs
     (:func:`auditor.ingest.plan.decode_cost`), in order."""
-    topics = record_topics()
-    costs = [decode_cost(t, topics) for t in tasks]
+    costs = [decode_cost(t) for t in tasks]
     total = sum(costs)
     out: list[list[dict]] = [[]]
     acc = 0
@@ -173,8 +172,7 @@ class LocalDecode:
         self.names = list(names)
         self.root = root
         self.run_id = run_id
-        topics = record_topics()
-        total = sum(decode_cost(t, topics) for t in self.tasks)
+        total = sum(decode_cost(t) for t in self.tasks)
         n = max(1, processes or min(os.cpu_count() or 1, 1 + total // BYTES_PER_PROCESS))
         parts = runs(self.tasks, n if n == 1 else n * RUNS_PER_PROCESS) if self.tasks else []
         self._pool, self._futures = None, []

@@ -38,24 +38,15 @@ DECODED_KINDS = {
 }
 
 
-def record_topics() -> frozenset[str]:
-    """The internal topics some table decodes record by record: :data:`RECORD_TOPICS` (the
-    table catalog, ``auditor.ingest.tables.register``, refuses a record decoder for another)."""
-    return RECORD_TOPICS
-
-
 def task_bytes(task: dict) -> int:
     """Bytes a task reads: its range, or the whole file."""
     return task["size"] if task["range_end"] < 0 else task["range_end"] - task["range_start"]
 
 
-def decode_cost(task: dict, topics: frozenset[str] | None = None) -> int:
-    """A task's decode cost in bytes of data segment (:data:`RECORD_TOPIC_COST`); ``topics``:
-    :func:`record_topics`, when the caller has it already."""
+def decode_cost(task: dict) -> int:
+    """A task's decode cost in bytes of data segment (:data:`RECORD_TOPIC_COST`)."""
     n = task_bytes(task)
-    if task["kind"] == "segment" and task.get("topic") in (topics if topics is not None else record_topics()):
-        return n * RECORD_TOPIC_COST
-    return n
+    return n * RECORD_TOPIC_COST if task["kind"] == "segment" and task.get("topic") in RECORD_TOPICS else n
 
 
 @dataclass
@@ -197,7 +188,6 @@ def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan
             d = posixpath.dirname(fi.path)
             newest[d] = max(newest.get(d, -1), fi.base_offset)
     tasks: list[dict] = []
-    record = record_topics()
     for fi in files:
         if fi.kind not in DECODED_KINDS or fi.size < 0:
             continue
@@ -210,7 +200,7 @@ def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan
             # or truncate: it is read with plain reads, never memory-mapped
             "active": fi.kind != "segment" or newest.get(posixpath.dirname(fi.path), -1) in (-1, fi.base_offset),
         }
-        split = max(1, split_bytes // RECORD_TOPIC_SPLIT_DIVISOR) if fi.topic in record else split_bytes
+        split = max(1, split_bytes // RECORD_TOPIC_SPLIT_DIVISOR) if fi.topic in RECORD_TOPICS else split_bytes
         if fi.kind == "segment" and fi.size > split and fi.base_offset is not None:
             idx = join(posixpath.dirname(fi.path), f"{fi.base_offset:020d}.index")
             points = split_points(idx, fi.base_offset, fi.size, split)
