@@ -215,7 +215,7 @@ def run(ctx):
 
     # the model's verdict and age (auditor.model.verdicts): stuck-lso reads the same row; on __consumer_offsets,
     # the groups the transaction commits offsets for, as of the commit (auditor.model.groups)
-    o = join_replica(ctx.transaction_verdicts, groups.per_transaction(ctx.offset_commit_groups), "left",
+    o = join_replica(ctx.transaction_evidence, groups.per_transaction(ctx.offset_commit_groups), "left",
                      on=["producer_id", "first_offset"])
     return o.select(
         *REPLICA,
@@ -226,8 +226,7 @@ def run(ctx):
         F.col("last_data_offset").alias("last_offset"),
         "first_timestamp",
         F.col("last_data_timestamp").alias("last_timestamp"),
-        F.col("age_ms").alias("duration_ms"),
-        F.col("verdict").alias("kind"),
+        F.lit(None).cast("string").alias("kind"),  # the verdict: decide()
         evidence(
             EVIDENCE,
             age_only=F.col("age_only"),
@@ -240,7 +239,6 @@ def run(ctx):
             previous_marker_offset=F.col("prev_marker_offset"),
             previous_marker_epoch=F.col("prev_marker_epoch"),
             coordinator_epoch=F.col("prev_coordinator_epoch"),
-            as_of_ms=F.col("as_of_ms"),
             transaction_version=F.col("transaction_version"),
             decision=F.col("decision"),
             decision_record=F.col("decision_record"),
@@ -248,12 +246,19 @@ def run(ctx):
             partition_leader=F.col("partition_leader"),
             partition_leader_then=F.col("partition_leader_then"),
             partition_leaderless=F.col("partition_leaderless"),
-            undetermined_reason=F.col("undetermined_reason"),
-            settled_by=F.col("settled_by"),
             offset_commit_groups=F.col("offset_commit_groups"),
             offset_commit_members=F.col("offset_commit_members"),
         ).alias("evidence"),
     )
+
+
+def decide(finding: dict, verdicts) -> dict:
+    """The transaction's verdict (the kind), its age and what the verdict rests on, as of the
+    audit's reference instant (:class:`auditor.model.verdict_table.Verdicts`)."""
+    v = verdicts.of(finding) or {}
+    ev = {**finding["evidence"], "as_of_ms": v.get("as_of_ms"), "undetermined_reason": v.get("undetermined_reason"),
+          "settled_by": v.get("settled_by")}
+    return {**finding, "kind": v.get("verdict"), "duration_ms": v.get("age_ms"), "evidence": ev}
 
 
 RULE = Rule(
@@ -263,6 +268,7 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-890", "KIP-664", "KAFKA-12671"),
-    views=("transaction_verdicts", "offset_commit_groups"),
+    views=("transaction_evidence", "offset_commit_groups"),
     needs=("batches",),
+    decide=decide,
 )

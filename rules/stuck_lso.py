@@ -140,15 +140,10 @@ def run(ctx):
     pin = pin.join(p, on, "left").select(pin["*"], p["pending_group"]).groupBy(*pin.columns).agg(
         F.sort_array(F.collect_set("pending_group")).alias("pending_groups"))
 
-    # the pin's verdict and age are the model's (auditor.model.verdicts), as hanging-transaction reports them
-    v = ctx.transaction_verdicts.select(*REPLICA, "producer_id", "first_offset", "verdict", "age_ms",
-                                        "undetermined_reason", "transactional_id")
+    # the pin's transactional id is the model's; its verdict and age come in decide(), as hanging-transaction's
+    v = ctx.transaction_evidence.select(*REPLICA, "producer_id", "first_offset", "transactional_id")
     pin = join_replica(pin, v, "left", on=["producer_id", "first_offset"])
     lag_ms = F.col("max_timestamp") - F.col("first_timestamp")
-    kind = (F.when(F.col("verdict") == "in-flight", F.lit("open"))
-            .when(F.col("verdict").isin("undetermined", "two-phase-commit", "markers-undelivered", "marker-skipped",
-                                        "closed-after-the-copy"), F.col("verdict"))
-            .otherwise(F.lit("stuck")))
     return pin.select(
         *REPLICA,
         "producer_id",
@@ -158,8 +153,7 @@ def run(ctx):
         (F.col("hw") - 1).alias("last_offset"),
         "first_timestamp",
         F.col("max_timestamp").alias("last_timestamp"),
-        F.col("age_ms").alias("duration_ms"),
-        kind.alias("kind"),
+        F.lit(None).cast("string").alias("kind"),  # the pin's verdict: decide()
         evidence(
             EVIDENCE,
             last_stable_offset=F.col("last_stable_offset"),
@@ -173,10 +167,24 @@ def run(ctx):
             consumer_groups=F.coalesce("groups", F.array()),
             pending_offset_commit_groups=F.coalesce("pending_groups", F.array()),
             coordinator_epoch=F.col("prev_coordinator_epoch"),
-            verdict=F.col("verdict"),
-            undetermined_reason=F.col("undetermined_reason"),
         ).alias("evidence"),
     )
+
+
+# the pin's verdict -> this rule's kind: the verdicts after which the LSO will not move without an
+# administrator (hanging, late-write, unknown-to-coordinator) are "stuck"; in-flight is "open"
+KIND_OF_VERDICT = {"in-flight": "open", "undetermined": "undetermined", "two-phase-commit": "two-phase-commit",
+                   "markers-undelivered": "markers-undelivered", "marker-skipped": "marker-skipped",
+                   "closed-after-the-copy": "closed-after-the-copy"}
+
+
+def decide(finding: dict, verdicts) -> dict:
+    """The pinning transaction's verdict (the kind), age and reason, as of the audit's reference
+    instant: the same as ``hanging-transaction`` reports for it."""
+    v = verdicts.of(finding) or {}
+    ev = {**finding["evidence"], "verdict": v.get("verdict"), "undetermined_reason": v.get("undetermined_reason")}
+    return {**finding, "kind": KIND_OF_VERDICT.get(v.get("verdict"), "stuck"), "duration_ms": v.get("age_ms"),
+            "evidence": ev}
 
 
 RULE = Rule(
@@ -186,6 +194,7 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-98", "KIP-447", "KIP-890"),
-    views=("last_stable_offsets", "transaction_verdicts"),
+    views=("last_stable_offsets", "transaction_evidence"),
     needs=("batches",),
+    decide=decide,
 )

@@ -122,27 +122,21 @@ def run(ctx):
     h = ctx.coordinator_history
     allowed = ctx.small_df(allowed_pairs(), "prev_state_label string, state_label string").withColumn(
         "allowed", F.lit(True))
-    h = ctx.with_as_of(h.join(F.broadcast(allowed), ["prev_state_label", "state_label"], "left"))
-    as_of = F.col("as_of_ms")
-    max_timeout = ctx.options.transaction_max_timeout_ms
+    h = h.join(F.broadcast(allowed), ["prev_state_label", "state_label"], "left")
     repeat = (
         (F.col("state_label") == F.col("prev_state_label"))
         & F.col("producer_id").eqNullSafe(F.col("prev_producer_id"))
         & F.col("producer_epoch").eqNullSafe(F.col("prev_producer_epoch"))
     )
-    prepare_age = as_of - F.col("last_update_timestamp_ms")
     started = F.when(F.col("start_timestamp_ms") >= 0, F.col("start_timestamp_ms")).otherwise(F.col("last_update_timestamp_ms"))
-    ongoing_age = as_of - started
-    txn_timeout = F.least(F.coalesce(F.col("transaction_timeout_ms").cast("long"), F.lit(max_timeout)), F.lit(max_timeout))
+    # the last two kinds are candidates here: decide() keeps them once old enough at the reference instant
     kind = (
         F.when(F.col("state").isin(*IN_MEMORY_STATES), F.lit("in-memory-state"))
         .when(F.col("prev_state_label").isNotNull() & F.col("allowed").isNull() & ~repeat, F.lit("invalid-transition"))
         .when((F.col("producer_id") == F.col("prev_producer_id")) & (F.col("producer_epoch") < F.col("prev_producer_epoch")),
               F.lit("epoch-regression"))
-        .when(F.col("is_last") & F.col("state").isin("PrepareCommit", "PrepareAbort") & (prepare_age > F.lit(max_timeout)),
-              F.lit("prepare-never-completed"))
-        .when(F.col("is_last") & (F.col("state") == "Ongoing") & (ongoing_age > txn_timeout + F.lit(ABORT_SCAN_INTERVAL_MS)),
-              F.lit("ongoing-timed-out"))
+        .when(F.col("is_last") & F.col("state").isin("PrepareCommit", "PrepareAbort"), F.lit("prepare-never-completed"))
+        .when(F.col("is_last") & (F.col("state") == "Ongoing"), F.lit("ongoing-timed-out"))
     )
     f = h.withColumn("kind", kind).where("kind IS NOT NULL")
 
@@ -150,7 +144,6 @@ def run(ctx):
                             for x in (F.lit(s_), F.array(*[F.lit(v) for v in sorted(prevs)]))])
     parts = F.transform(F.coalesce(F.col("topic_partitions"), F.array()),
                         lambda tp: F.concat(tp["topic"], F.lit("-"), tp["partition"].cast("string")))
-    age = F.when(F.col("kind") == "ongoing-timed-out", ongoing_age).when(F.col("kind") == "prepare-never-completed", prepare_age)
     return f.select(
         "cluster_id", "broker_id", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
         F.coalesce(F.col("prev_offset"), F.col("offset")).alias("first_offset"),
@@ -159,7 +152,6 @@ def run(ctx):
         .when(F.col("kind") == "ongoing-timed-out", started)
         .otherwise(F.col("last_update_timestamp_ms")).alias("first_timestamp"),
         F.col("last_update_timestamp_ms").alias("last_timestamp"),
-        age.alias("duration_ms"),
         "kind",
         evidence(
             EVIDENCE,
@@ -171,12 +163,34 @@ def run(ctx):
             allowed_previous_states=before[F.col("state_label")],
             partitions=parts,
             transaction_timeout_ms=F.col("transaction_timeout_ms"),
-            timeout_ms=txn_timeout,
             start_timestamp_ms=F.col("start_timestamp_ms"),
-            age_ms=age,
-            as_of_ms=as_of,
         ).alias("evidence"),
     )
+
+
+AGED = ("prepare-never-completed", "ongoing-timed-out")
+
+
+def decide(finding: dict, verdicts) -> dict | None:
+    """The ages against the audit's reference instant (:class:`auditor.model.clock.Clock`): a last
+    ``Prepare*`` record is reported once older than ``transaction.max.timeout.ms``, a last
+    ``Ongoing`` one once older than its timeout (at most that) plus the coordinator's abort scan
+    interval; every finding carries the timeout and the instant it was judged at."""
+    clock = verdicts.clock
+    as_of, max_timeout = clock.as_of(finding.get("cluster_id")), clock.max_timeout_ms
+    ev = dict(finding["evidence"])
+    t = ev.get("transaction_timeout_ms")
+    ev.update(timeout_ms=max_timeout if t is None else min(t, max_timeout), as_of_ms=as_of, age_ms=None)
+    kind, age = finding["kind"], None
+    if kind in AGED:
+        # prepare: since its last update (the finding's last_timestamp); ongoing: since it started (first_timestamp)
+        since = finding.get("last_timestamp") if kind == "prepare-never-completed" else finding.get("first_timestamp")
+        age = None if as_of is None or since is None else as_of - since
+        limit = max_timeout if kind == "prepare-never-completed" else ev["timeout_ms"] + ABORT_SCAN_INTERVAL_MS
+        if age is None or age <= limit:
+            return None
+        ev["age_ms"] = age
+    return {**finding, "duration_ms": age, "evidence": ev}
 
 
 RULE = Rule(
@@ -186,6 +200,7 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-98", "KIP-890", "KAFKA-16352", "KAFKA-19999"),
-    views=("as_of", "coordinator_history"),
+    views=("coordinator_history",),
     needs=("transaction_log",),
+    decide=decide,
 )

@@ -24,7 +24,7 @@ from batch_support import build_v1, decoder_rows, delta_rows
 from auditor.batch import job as batch_job
 from auditor.batch.job import run_batch
 from auditor.batch.lock import LOCK_NAME, WarehouseBusy, local_path, warehouse_lock
-from auditor.batch.versions import source_digest
+from auditor.tables.versions import source_digest
 from auditor.ingest.tables import TABLES
 
 RULES = ("stuck-lso",)

@@ -196,13 +196,15 @@ def test_scan_keeps_its_tables_and_reuses_them(scans):
 
 def test_a_rescan_with_other_options_reuses_what_they_do_not_change(scans):
     """--rule only chooses among the kept findings (all rules ran); --max-timeout-ms changes
-    verdicts: the rules run again, on the kept tables."""
+    verdicts: they are decided again from what the first audit collected, without Spark."""
     first = json.loads(scans["first"].stdout)["findings"]
     rule = scans["rule"]
     assert "reusing its findings" in rule.stderr, rule.stderr[-2000:]
     assert json.loads(rule.stdout)["findings"] == [f for f in first if f["rule"] == "stuck-lso"] != []
     timeout = scans["timeout"]
-    assert "reusing its findings" not in timeout.stderr and "reusing the tables in" in timeout.stderr, timeout.stderr[-2000:]
+    assert "reusing its findings" not in timeout.stderr, timeout.stderr[-2000:]
+    assert "deciding the verdicts again" in timeout.stderr and "(no Spark)" in timeout.stderr, timeout.stderr[-2000:]
+    assert not any(n in timeout.stderr for n in JVM_NOISE), timeout.stderr
     assert json.loads(timeout.stdout)["findings"]
 
 
@@ -274,7 +276,7 @@ def test_kept_findings_are_bounded(tmp_path):
     newest KEEP_FINDINGS stay (and only directories named by a digest are ever removed)."""
     import time as _time
 
-    from auditor.cli.audit_cmd import KEEP_FINDINGS, _prune
+    from auditor.ingest.cache import KEEP_FINDINGS, prune
 
     home = tmp_path / "_findings"
     for i in range(KEEP_FINDINGS + 3):
@@ -282,6 +284,6 @@ def test_kept_findings_are_bounded(tmp_path):
         d.mkdir(parents=True)
         os.utime(d, (_time.time() - 1000 + i, _time.time() - 1000 + i))
     (home / "notes").mkdir()
-    _prune(home, None, keep_newest=KEEP_FINDINGS)
+    prune(home, None, keep_newest=KEEP_FINDINGS)
     left = sorted(p.name for p in home.iterdir())
     assert left == sorted([f"{i:016x}" for i in range(3, KEEP_FINDINGS + 3)] + ["notes"])

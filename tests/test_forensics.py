@@ -180,7 +180,7 @@ def test_coordinator_and_tables_read_the_warehouse_delta_tables(spark, hlw, tmp_
     VACUUM), so reading it as plain Parquet would count every row twice here."""
     import pyarrow.dataset as ds
 
-    from auditor.engine.tablesource import arrow_dataset
+    from auditor.tables.source import arrow_dataset
 
     wh = tmp_path / "tables"
     for d in sorted(p for p in hlw.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):

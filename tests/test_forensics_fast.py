@@ -47,7 +47,7 @@ def ctx(spark, tables):
 
 
 def _replicas(tables) -> list[dict]:
-    from auditor.engine.tablesource import arrow_dataset
+    from auditor.tables.source import arrow_dataset
 
     rows = arrow_dataset(tables, "batches").to_table(
         columns=["cluster_id", "log_dir", "topic", "partition", "is_transactional"],
@@ -171,7 +171,7 @@ def test_cluster_is_required_when_several_clusters_hold_the_partition(tables):
 
 
 def test_coordinator_cluster(tables):
-    from auditor.engine.tablesource import arrow_dataset
+    from auditor.tables.source import arrow_dataset
 
     rows = arrow_dataset(tables, "transaction_log").to_table(columns=["cluster_id", "transactional_id"]).to_pylist()
     by_id: dict[str, set] = {}

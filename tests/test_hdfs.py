@@ -26,7 +26,7 @@ from batch_support import build_v1, decoder_rows, mutate_to_v2
 from conftest import SAMPLE_LOGS
 from auditor.batch.job import run_batch
 from auditor.cli.main import cli
-from auditor.engine.tablesource import arrow_dataset
+from auditor.tables.source import arrow_dataset
 from auditor.ingest import storage
 from auditor.ingest.tables import TABLES
 

@@ -191,6 +191,69 @@ def test_only_the_cli_imports_the_cli():
     assert {m: d for m, d in up.items() if d} == {}
 
 
+def test_lower_packages_do_not_reach_up():
+    """Module- or function-level: the model reads tables through ``auditor.tables``, not the engine;
+    the performance machinery never imports the session it tunes (the archive's training run is
+    ``auditor.cli.jvmcache_train``); ``auditor.tables`` imports nothing of ours; ingest (the scan's
+    table cache included) imports neither the engine nor the commands."""
+    g = import_graph()
+    banned = {"auditor.model": ("auditor.engine",), "auditor.perf": ("auditor.spark",),
+              "auditor.tables": ("auditor.",), "auditor.ingest": ("auditor.engine", "auditor.cli")}
+
+    def under(m: str, pkg: str) -> bool:
+        return m.startswith(pkg) if pkg.endswith(".") else m == pkg or m.startswith(pkg + ".")
+
+    up = {m: sorted(d for d in g["module"][m] | g["function"][m] if any(under(d, b) for b in no) and not under(d, low))
+          for low, no in banned.items() for m in g["module"] if under(m, low)}
+    assert {m: d for m, d in up.items() if d} == {}
+
+
+ARCHITECTURE = PROJECT / "docs" / "architecture.md"
+
+
+def _doc_tables() -> tuple[dict[str, int], set[tuple[str, str]]]:
+    """docs/architecture.md's layers (package -> layer) and its *Against the grain* pairs."""
+    import re
+
+    layers: dict[str, int] = {}
+    against: set[tuple[str, str]] = set()
+    section = ""
+    for line in ARCHITECTURE.read_text().splitlines():
+        if line.startswith("## "):
+            section = line[3:]
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        names = [re.fullmatch(r"`(auditor(?:\.\w+)?)`", c) for c in cells[:2]]
+        if section == "The layers" and len(cells) >= 2 and cells[0].isdigit() and names[1]:
+            layers[names[1].group(1)] = int(cells[0])
+        elif section == "Against the grain" and len(cells) >= 2 and names[0] and names[1]:
+            against.add((names[0].group(1), names[1].group(1)))
+    return layers, against
+
+
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_imports_follow_the_documented_layers():
+    """Every import (module- or function-level) between packages goes down a layer of
+    docs/architecture.md, or is one of the page's *Against the grain* pairs, which must all still
+    exist (a pair that is gone is taken off the page); every package is on the page."""
+    layers, against = _doc_tables()
+    g = import_graph()
+    packages = {_package(m) for m in g["module"] if m != "auditor"}
+    assert packages == set(layers), f"packages not on the page: {sorted(packages - set(layers))}, " \
+                                    f"on the page but gone: {sorted(set(layers) - packages)}"
+    up: dict[tuple[str, str], list[str]] = {}
+    for kind in ("module", "function"):
+        for m, deps in g[kind].items():
+            for d in deps:
+                a, b = _package(m), _package(d)
+                if a in layers and b in layers and layers[b] > layers[a]:
+                    up.setdefault((a, b), []).append(f"{m} -> {d}")
+    assert {k: v for k, v in up.items() if k not in against} == {}
+    assert against <= set(up), f"listed against the grain but gone: {sorted(against - set(up))}"
+
+
 def main() -> int:
     g = import_graph()
     both = {m: g["module"][m] | g["function"][m] for m in g["module"]}

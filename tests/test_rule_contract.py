@@ -29,12 +29,23 @@ COLUMNS = {n for n, _ in DETECTION_COLUMNS}
 
 
 def _given(module) -> set[str]:
+    """The evidence fields a rule's module fills: the keywords of its ``evidence(...)`` calls (the
+    Spark query), and in its ``decide`` step (what depends on the reference instant) the string
+    keys of dict literals, the keywords of ``.update(...)`` and the keys assigned by subscript."""
     tree = ast.parse(inspect.getsource(module))
     keys: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "evidence":
             keys |= {kw.arg for kw in node.keywords if kw.arg}
-    return keys
+    decide = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "decide"), None)
+    for node in ast.walk(decide) if decide is not None else ():
+        if isinstance(node, ast.Dict):
+            keys |= {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "update":
+            keys |= {kw.arg for kw in node.keywords if kw.arg}
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and isinstance(node.slice, ast.Constant):
+            keys.add(node.slice.value)
+    return keys - {"kind", "duration_ms", "evidence"}  # a finding's own columns, set beside its evidence
 
 
 @pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.id)
@@ -82,10 +93,10 @@ from auditor.engine.views import VIEWS, closure  # noqa: E402
 
 
 def _views_read(module) -> set[str]:
-    """``ctx.<view>`` attributes the module reads (``ctx.with_as_of`` reads ``as_of``)."""
+    """``ctx.<view>`` attributes the module reads."""
     tree = ast.parse(inspect.getsource(module))
     names = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and getattr(n.value, "id", None) == "ctx"}
-    return {n for n in names if n in VIEWS} | ({"as_of"} if "with_as_of" in names else set())
+    return {n for n in names if n in VIEWS}
 
 
 @pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.id)
@@ -120,6 +131,4 @@ def test_an_undeclared_view_fails_at_once():
     ctx = RuleContext(AuditContext(None, "/nonexistent"), "rule x", ("partitions",))
     with pytest.raises(AttributeError, match="rule x reads view 'transactions' without declaring it"):
         ctx.transactions
-    with pytest.raises(AttributeError, match="'as_of'"):
-        ctx.with_as_of
     assert ctx.options.transaction_max_timeout_ms == 900_000  # tables, options and helpers pass through

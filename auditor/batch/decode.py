@@ -18,7 +18,8 @@ from typing import Callable
 import pyarrow as pa
 
 from auditor.batch import crash
-from auditor.batch.deltaio import arrow_df, create_empty, in_predicate, is_delta, overwrite, table_uri
+from auditor.batch.deltaio import create_empty, in_predicate, is_delta, overwrite, table_uri
+from auditor.spark.local_rows import arrow_df
 from auditor.batch.ledger import ChangeSet
 from auditor.ingest.inventory import FILES_SCHEMA, build_inventory
 from auditor.ingest.tables import TABLES, TableSpec

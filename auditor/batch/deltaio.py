@@ -86,12 +86,3 @@ def create_empty(spark, uri: str, schema) -> None:
     from delta.tables import DeltaTable
 
     DeltaTable.createIfNotExists(spark).location(uri).addColumns(schema).execute()
-
-
-def arrow_df(spark, table):
-    """A DataFrame from a driver-side ``pyarrow.Table`` (types kept exactly)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    if table.num_rows == 0:
-        return spark.createDataFrame([], from_arrow_schema(table.schema))
-    return spark.createDataFrame(table)

@@ -31,10 +31,11 @@ from auditor.batch import crash, history, runs
 from auditor.batch.delta_rules import run_rules
 from auditor.batch.decode import missing_tables, rows_of_files, write_files, write_tables
 from auditor.batch.deltaio import (  # noqa: F401 - input_path: part of this module's interface
-    arrow_df, input_path, is_delta, join, overwrite, read, require_delta, warehouse_uri)
+    input_path, is_delta, join, overwrite, read, require_delta, warehouse_uri)
 from auditor.batch.ledger import IDENTITY, LEDGER_SCHEMA, diff, needs_rebuild
 from auditor.batch.lock import warehouse_lock
-from auditor.batch.versions import audit_digest, decoder_digest
+from auditor.tables.versions import audit_digest, decoder_digest
+from auditor.spark.local_rows import arrow_df
 from auditor.engine.runner import select_rules
 from auditor.engine.rule import discover
 from auditor.engine.context import AuditOptions

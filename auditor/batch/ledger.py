@@ -43,7 +43,7 @@ LEDGER_SCHEMA = pa.schema(
         pa.field("size", pa.int64()),
         pa.field("mtime_ms", pa.int64()),
         pa.field("fingerprint", pa.string()),
-        pa.field("decoder", pa.string()),  # digest of the decoding code (auditor.batch.versions)
+        pa.field("decoder", pa.string()),  # digest of the decoding code (auditor.tables.versions)
         pa.field("run", pa.int64()),  # the run that decoded this version of the file
         pa.field("decoded_at_ms", pa.int64()),
     ]

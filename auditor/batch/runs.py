@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from auditor.batch.deltaio import arrow_df, is_delta, overwrite, read
+from auditor.batch.deltaio import is_delta, overwrite, read
+from auditor.spark.local_rows import arrow_df
 
 RUNS_SCHEMA = pa.schema(
     [

@@ -3,14 +3,7 @@
 ``scan`` and ``audit`` report through the same renderers, filters and exit
 status as ``txn-audit report`` (auditor/cli/report_cmd.py).
 
-``scan`` keeps the tables it ingests, so that ``timeline`` and ``coordinator``
-can read them without a second ingest: by default in
-``$XDG_CACHE_HOME/txn-audit/tables/<digest>`` (:func:`tables_home`), the digest
-being one of the normalized inputs, every file found under them (path, size,
-mtime) and the decoding code. A scan whose digest matches the tables already
-there (``_scan.json``) reuses them instead of decoding again. ``--tables DIR``
-chooses the place (reused on the same terms), ``--no-keep-tables`` decodes into
-a temporary directory removed after the report.
+Where ``scan`` keeps its tables and findings, and when it reuses them: :mod:`auditor.ingest.cache`.
 """
 
 from __future__ import annotations
@@ -28,6 +21,7 @@ from auditor.cli.metrics_option import metrics_option
 from auditor.cli.progress import StageProgress
 from auditor.cli.report_cmd import InputError, finish, make_filters, report_options
 from auditor.engine.rule import discover
+from auditor.ingest import cache
 from auditor.report import from_audit, load_report
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -168,138 +162,13 @@ def _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=None
            report_file=filter_opts.get("report_file"))
 
 
-# -- the tables a scan keeps ----------------------------------------------------------------------
-
-SCAN_STAMP = "_scan.json"  # in a scan's tables directory: the digest of the inputs it was decoded from
-KEEP_SCANS = 10  # the newest scans' tables kept under tables_home()
-
-
-def tables_home() -> Path:
-    """Where ``scan`` keeps its tables by default: ``$TXN_AUDIT_TABLES_HOME``, else
-    ``$XDG_CACHE_HOME/txn-audit/tables`` (``~/.cache/txn-audit/tables``)."""
-    import os
-
-    env = os.environ.get("TXN_AUDIT_TABLES_HOME")
-    if env:
-        return Path(env)
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "txn-audit" / "tables"
-
-
-def inputs_digest(logdirs: list[str], plan) -> str:
-    """The identity of a scan's input: the normalized inputs, every file found under them (path,
-    kind, size, mtime) and the decoding code. Equal digests: the same tables would be decoded."""
-    import hashlib
-    import json
-
-    from auditor.batch.versions import decoder_digest
-    from auditor.ingest.storage import normalize
-
-    key = {"inputs": sorted(normalize(i) for i in logdirs),
-           "files": sorted((f.path, f.kind, f.size, f.mtime_ms) for f in plan.files),
-           "decoder": decoder_digest()}
-    return hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest()
-
-
-def _kept(tdir: Path, digest: str) -> dict | None:
-    """The stamp of the tables in ``tdir`` when they were decoded from inputs of ``digest``."""
-    import json
-
-    try:
-        stamp = json.loads((tdir / SCAN_STAMP).read_text())
-        # written for this very directory (a copy of kept tables elsewhere is decoded again)
-        same = stamp.get("digest") == digest and stamp.get("tables") == str(tdir.absolute())
-        return stamp if same and (tdir / "_ingest.json").is_file() else None
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def _stamp(tdir: Path, digest: str, logdirs: list[str], run_id: str) -> None:
-    import json
-
-    try:
-        (tdir / SCAN_STAMP).write_text(json.dumps({"digest": digest, "tables": str(tdir.absolute()),
-                                                   "inputs": list(logdirs), "run_id": run_id}))
-    except OSError:
-        pass  # not reusable next time; the tables themselves are complete
-
-
-def _prune(home: Path, keep: Path | None, *, keep_newest: int = KEEP_SCANS) -> None:
-    """Keep the newest ``keep_newest`` directories named by a digest under ``home`` (never ``keep``):
-    the scans' tables under :func:`tables_home`, the findings under a scan's :data:`FINDINGS_CACHE`."""
-    import re
-    import shutil
-
-    try:
-        dirs = [d for d in home.iterdir() if d.is_dir() and re.fullmatch(r"[0-9a-f]{16}", d.name)]
-        dirs.sort(key=lambda d: d.stat().st_mtime, reverse=True)
-    except OSError:
-        return
-    for d in dirs[keep_newest:]:
-        if d != keep:
-            shutil.rmtree(d, ignore_errors=True)
-
-
-FINDINGS_CACHE = "_findings"  # in a scan's kept tables: the findings of audits run on them, by options
-KEEP_FINDINGS = 10  # the newest audits' findings kept there
-
-
-def _findings_key(kept: dict, as_of, max_timeout_ms: int, rules: tuple[str, ...]) -> str:
-    """Which audit's findings a directory under :data:`FINDINGS_CACHE` holds: the tables' ingest
-    run, the options that change verdicts (``--as-of`` as given: ``now`` is a new instant each
-    time, so it never matches), the rules run and the audit code (``audit_digest``)."""
-    import hashlib
-    import json
-
-    from auditor.batch.versions import audit_digest
-
-    key = {"tables_run": kept.get("run_id"), "as_of": as_of, "max_timeout_ms": max_timeout_ms,
-           "rules": sorted(rules), "audit": audit_digest()}
-    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
-
-
-def _cached_findings(tdir: Path, kept: dict | None, as_of, max_timeout_ms: int, rules: tuple[str, ...]) -> Path | None:
-    """The findings of an earlier scan of these very tables with these options: with every rule
-    (``--rule`` and the other filters then only choose what is shown: the findings directory holds
-    all of them) or with the same ``--rule`` set. None when there is none."""
-    if kept is None:
-        return None
-    for run in ((), tuple(rules)):
-        d = tdir / FINDINGS_CACHE / _findings_key(kept, as_of, max_timeout_ms, run)
-        if (d / "_audit.json").is_file():
-            return d
-    return None
-
-
-def _keep_findings(res, tdir: Path, digest: str, as_of, max_timeout_ms: int, rules: tuple[str, ...]) -> None:
-    """The audit's findings kept beside the tables for the next scan (:func:`_cached_findings`)."""
+def _keep_findings(res: AuditResult, tdir: Path, digest: str, as_of: int | None, max_timeout_ms: int,
+                   rules: tuple[str, ...]) -> None:
+    """The audit's findings kept beside the tables for the next scan (:func:`auditor.ingest.cache.keep_findings`).
+    The engine's writer is imported only here, after the audit: a scan that reuses kept findings never loads it."""
     from auditor.engine.runner import write_findings
 
-    kept = _kept(tdir, digest)
-    if kept is None:
-        return
-    try:
-        write_findings(None, res, str(tdir / FINDINGS_CACHE / _findings_key(kept, as_of, max_timeout_ms, rules)))
-    except OSError:
-        return  # not reusable next time; this scan's report is complete
-    _prune(tdir / FINDINGS_CACHE, None, keep_newest=KEEP_FINDINGS)  # --as-of now is a new key every time
-
-
-def _note_tables(findings: Path, tdir: Path) -> None:
-    """The kept tables named in a findings directory's manifest, so ``report`` later prints
-    ``txn-audit timeline TABLES`` with the real path (rewritten whole: temp file + rename)."""
-    import json
-    import os
-
-    path = findings / "_audit.json"
-    try:
-        manifest = json.loads(path.read_text())
-        manifest["tables"] = str(tdir.absolute())
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(manifest, indent=2, default=str))
-        os.replace(tmp, path)
-    except (OSError, ValueError):
-        pass  # the report prints <TABLES> instead of the path
+    cache.keep_findings(lambda out: write_findings(None, res, out), tdir, digest, as_of, max_timeout_ms, rules)
 
 
 def _report_cached(cached: Path, tdir: str, rules, fmt, fail_on, exit_zero, bootstrap_server, filter_opts,
@@ -317,7 +186,7 @@ def _report_cached(cached: Path, tdir: str, rules, fmt, fail_on, exit_zero, boot
 
 def _inventory(tdir: Path) -> list[dict]:
     """The files table of kept tables, as ingest returns it."""
-    from auditor.engine.tablesource import arrow_dataset
+    from auditor.tables.source import arrow_dataset
 
     ds = arrow_dataset(tdir, "files")
     return ds.to_table().to_pylist() if ds is not None else []
@@ -411,6 +280,8 @@ def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, mast
     unchanged inputs reuses them, and with the same --as-of (not 'now'),
     --max-timeout-ms and rules (or a subset: then --rule filters) it reuses the
     findings too: another filter, format or --baseline renders without Spark.
+    With another --as-of or --max-timeout-ms it decides the verdicts and ages
+    again from what the first audit collected, also without Spark.
 
     \b
     Examples:
@@ -426,7 +297,6 @@ def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, mast
     --exit-zero), 1 some, 2 bad usage, an input missing or holding nothing
     readable (checked before Spark starts), or --tables/--out cannot be written.
     """
-    from auditor.ingest.spark_job import ingest, small_plan
     from auditor.ingest.plan import make_plan
 
     if tables_dir and not keep_tables:
@@ -436,15 +306,39 @@ def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, mast
     logdirs = tuple(logdirs) + tuple(remote_stores)
     plan = make_plan(list(logdirs))  # before Spark: its size chooses the session's settings
     check_inputs(list(logdirs), plan)  # a missing or empty input fails now, not after Spark started
-    digest = inputs_digest(list(logdirs), plan) if keep_tables else ""
+    digest = cache.inputs_digest(list(logdirs), plan) if keep_tables else ""
     if keep_tables and not tables_dir:
-        tables_dir = str(tables_home() / digest[:16])
+        tables_dir = str(cache.default_tables(digest))
         _check_outputs(tables_dir)
-    kept = _kept(Path(tables_dir), digest) if keep_tables else None
-    cached = (_cached_findings(Path(tables_dir), kept, as_of, max_timeout_ms, rules)
+    kept = cache.kept(Path(tables_dir), digest) if keep_tables else None
+    cached = (cache.cached_findings(Path(tables_dir), kept, as_of, max_timeout_ms, rules)
               if kept is not None and not findings_out and not metrics.path else None)
     if cached is not None:
         return _report_cached(cached, tables_dir, rules, fmt, fail_on, exit_zero, bootstrap_server, filter_opts, quiet)
+    res = _decide_again(Path(tables_dir), kept, rules, as_of, max_timeout_ms, quiet) if kept is not None else None
+    readable = 0
+    if res is None:
+        res, readable = _scan(plan, list(logdirs), tables_dir, keep_tables, kept, digest, master, confs, rules, as_of,
+                              max_timeout_ms, findings_out, quiet)
+    else:
+        _keep_findings(res, Path(tables_dir), digest, as_of, max_timeout_ms, rules)
+        if findings_out:
+            from auditor.engine.runner import write_findings
+
+            write_findings(None, res, findings_out)
+            cache.note_tables(Path(findings_out), Path(tables_dir))
+    if metrics.path:
+        _record(metrics, res, rules, max_timeout_ms, files_decoded=readable if kept is None else 0)
+    _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=findings_out, exit_zero=exit_zero,
+            tables=tables_dir if keep_tables else None, quiet=quiet)
+
+
+def _scan(plan, logdirs: list[str], tables_dir, keep_tables: bool, kept, digest: str, master, confs, rules, as_of,
+          max_timeout_ms: int, findings_out, quiet: bool):
+    """Ingest (unless the tables are ``kept``) and audit with Spark; the tables, the findings and
+    what the audit collected kept for the next scan. Returns (the audit, the readable files)."""
+    from auditor.ingest.spark_job import ingest, small_plan
+
     with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp:
         tdir = tables_dir or str(Path(tmp) / "tables")
         # a local input is decoded by processes of its own while the driver JVM starts
@@ -462,22 +356,40 @@ def scan_cmd(logdirs, remote_stores, tables_dir, keep_tables, findings_out, mast
                     err.print(f"[dim]inputs unchanged since scan {safe(kept.get('run_id'))}: reusing the tables in "
                               f"{safe(tdir)}[/dim]")
             else:
-                res_in = ingest(spark, list(logdirs), tdir, progress=prog.ingest(plan), plan=plan, decoded=decoded)
+                res_in = ingest(spark, logdirs, tdir, progress=prog.ingest(plan), plan=plan, decoded=decoded)
                 files = res_in.files
                 if keep_tables:
-                    _stamp(Path(tdir), digest, list(logdirs), res_in.run_id)
-                    if tdir.startswith(str(tables_home())):
-                        _prune(tables_home(), Path(tdir))
+                    cache.keep_scan(tdir, digest, logdirs, res_in.run_id)
             readable = _readable(files, quiet)
             res = _run_audit(spark, tdir, rules, as_of, max_timeout_ms, findings_out, prog.stage("rules"))
             if keep_tables:
                 _keep_findings(res, Path(tdir), digest, as_of, max_timeout_ms, rules)
+                if res.collected is not None and res.collected.complete:
+                    cache.keep_collected(res.collected.save, Path(tdir), digest, rules)
                 if findings_out:
-                    _note_tables(Path(findings_out), Path(tdir))
-    if metrics.path:
-        _record(metrics, res, rules, max_timeout_ms, files_decoded=readable if kept is None else 0)
-    _report(res, rules, fmt, fail_on, bootstrap_server, filter_opts, source=findings_out, exit_zero=exit_zero,
-            tables=tdir if keep_tables else None, quiet=quiet)
+                    cache.note_tables(Path(findings_out), Path(tdir))
+    return res, readable
+
+
+def _decide_again(tdir: Path, kept: dict, rules, as_of, max_timeout_ms: int, quiet: bool):
+    """An audit of the kept tables decided again from what an earlier audit of them collected
+    (another ``--as-of`` or ``--max-timeout-ms``: :func:`auditor.engine.runner.finish_again`), without
+    Spark; None when nothing reusable was kept (then the audit runs)."""
+    path = cache.collected_file(tdir, kept, rules)
+    if path is None:
+        return None
+    from auditor.engine.runner import Collected, finish_again
+
+    collected = Collected.load(path)
+    if collected is None or not collected.complete:
+        return None
+    if not quiet:
+        err.print(f"[dim]inputs unchanged since scan {safe(kept.get('run_id'))}: deciding the verdicts again from "
+                  f"that audit's collected rows in {safe(str(tdir))} (no Spark)[/dim]")
+    try:
+        return finish_again(collected, _options(as_of, max_timeout_ms), list(rules))
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def _readable(files: list[dict], quiet: bool) -> int:

@@ -62,16 +62,16 @@ def tables_of(path: str) -> str:
     unchanged, find them). Fails (status 2) saying how to get tables when there are none."""
     if (Path(path) / "batches").is_dir() or (Path(path) / "_ingest.json").is_file():
         return path
-    from auditor.cli.audit_cmd import _kept, inputs_digest, tables_home
+    from auditor.ingest.cache import default_tables, inputs_digest, kept
     from auditor.ingest.plan import make_plan
 
     digest = inputs_digest([path], make_plan([path]))
-    kept = tables_home() / digest[:16]
-    if _kept(kept, digest) is None:
+    tables = default_tables(digest)
+    if kept(tables, digest) is None:
         _fail(f"{path} is not a tables directory, and no scan of it kept tables: run `txn-audit scan {path}` "
               "(it keeps them; the files must be unchanged since) or `txn-audit ingest` it")
-    err.print(f"[dim]reading the tables `txn-audit scan {safe(path)}` kept: {safe(str(kept))}[/dim]")
-    return str(kept)
+    err.print(f"[dim]reading the tables `txn-audit scan {safe(path)}` kept: {safe(str(tables))}[/dim]")
+    return str(tables)
 
 
 def _jsonl(events: Iterable[dict[str, Any]]) -> None:

@@ -168,7 +168,7 @@ def tables_cmd(tables_dir) -> None:
     """
     import pyarrow.compute as pc
 
-    from auditor.engine.tablesource import arrow_dataset
+    from auditor.tables.source import arrow_dataset
 
     root = Path(tables_dir)
     t = Table(title=f"tables in {safe(root)}")

@@ -4,8 +4,9 @@
 * :mod:`.findings` — the findings table's one schema, for every rule;
 * :mod:`.context` — table access (the live log, Parquet or Delta) and the cache of views;
 * :mod:`.views` — the view registry: each derived fact one call of an :mod:`auditor.model` function;
-* :mod:`.runner` — the audit: rules planned, collected (:mod:`.collect`) and written;
-* :mod:`.tablesource` — where a table's rows are, for readers without Spark.
+* :mod:`.runner` — the audit: rules planned, collected (:mod:`.collect`) and written.
+
+Where a table's rows are, for readers without Spark, is :mod:`auditor.tables.source`.
 
 The Spark session is :mod:`auditor.spark`, the ingest job :mod:`auditor.ingest.spark_job`, the
 report data :mod:`auditor.report.spark`, the performance machinery :mod:`auditor.perf`.

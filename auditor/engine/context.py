@@ -276,7 +276,7 @@ class AuditContext:
         """The rows of a small table (the inventory, checkpoints) as dicts, with those
         of ``columns`` it has; None if the table is missing. Read with pyarrow on the
         driver: no Spark job (the Delta context reads them through Spark)."""
-        from auditor.engine.tablesource import arrow_dataset
+        from auditor.tables.source import arrow_dataset
 
         path = self.tables_dir / name
         try:
@@ -364,6 +364,14 @@ class AuditContext:
         from auditor.spark.local_rows import local_df
 
         return local_df(self.spark, rows, schema)
+
+    def arrow_df(self, table):
+        """A DataFrame of a ``pyarrow.Table`` the driver holds (a view decided on the driver, such as
+        the verdicts), sent as Arrow data: no Python worker (:mod:`auditor.spark.local_rows`)."""
+        from auditor.spark.local_rows import arrow_df
+
+        df = arrow_df(self.spark, table)
+        return df.coalesce(1) if self.single_partition else df
 
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
     from auditor.engine.context import AuditContext
+    from auditor.model.verdict_table import Verdicts
 
 SEVERITIES = ("info", "warning", "error", "critical")
 
@@ -97,6 +98,12 @@ class Rule:
     doc: str = field(default="", compare=False)
     views: tuple[str, ...] = ()  # the shared views it reads (auditor.engine.views.VIEWS): built once, released after the last reader
     needs: tuple[str, ...] = ()  # tables that must have rows; it is skipped (and says so) without them
+    # what depends on the run's reference instant and transaction.max.timeout.ms (a transaction's
+    # verdict and age, whether a record is old enough to report): decide(finding, verdicts) -> the
+    # finding completed, or None (not a finding at this instant); applied on the driver to the
+    # collected detections, so another --as-of decides again without the tables
+    # (auditor.model.verdict_table.Verdicts; auditor.engine.runner.finish)
+    decide: Callable[[dict, "Verdicts"], "dict | None"] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.kinds:

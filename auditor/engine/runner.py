@@ -11,8 +11,10 @@ findings table.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from auditor.engine.context import AuditContext, AuditOptions, RuleContext
@@ -37,6 +39,49 @@ class AuditResult:
     phase_seconds: dict[str, float] = field(default_factory=dict)
     released_views: list[str] = field(default_factory=list)  # unpersisted once their readers ran (a large input)
     plots_with_rules: bool = False  # the plot series were collected with the rules (a small dump: _early_plots)
+    # what the queries collected, before anything depending on the reference instant was decided: a
+    # second audit of the same tables with another --as-of or timeout finishes from it (finish_again)
+    collected: "Collected | None" = None
+
+
+@dataclass
+class Collected:
+    """An audit's collected rows, none of them depending on the reference instant or
+    ``transaction.max.timeout.ms``: each rule's detections, the open transactions' verdict
+    inputs (:data:`auditor.model.verdict_table.INPUTS`), each cluster's newest timestamp, the
+    summary (its clusters' reference instants left to :func:`finish`) and the plot rows of every
+    partition. ``complete``: nothing of the report needs Spark after it (the plot rows were
+    collected with the rules, or no report was asked for)."""
+
+    rules: dict[str, list[dict]] = field(default_factory=dict)
+    evidence: list[dict] = field(default_factory=list)
+    newest: list[dict] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    rule_seconds: dict[str, float] = field(default_factory=dict)
+    summary: dict | None = None
+    plot_rows: dict | None = None
+    report_error: str | None = None
+    complete: bool = True
+    summary_rows: dict = field(default_factory=dict)  # replica_stats: what the plots are drawn over
+
+    def save(self, path: Path) -> None:
+        """Written whole or not at all (a temporary file renamed over ``path``)."""
+        import dataclasses
+
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(dataclasses.asdict(self), default=str))
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    @classmethod
+    def load(cls, path: Path) -> "Collected | None":
+        """What :meth:`save` wrote; None when it is missing or unreadable (then the audit runs)."""
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
 
 
 def select_rules(rules: list[Rule], only: tuple[str, ...] | list[str] = ()) -> list[Rule]:
@@ -87,7 +132,6 @@ def audit(
     try:
         with sql_conf(spark, small_sql_conf() if small else {}), call_site(spark, "txn-audit audit"):
             _run(ctx, rules, result, progress, report, release=not small)
-        result.findings = group_replicas(result.findings)
         if out is not None:
             write_findings(spark, result, out)
     finally:
@@ -182,8 +226,7 @@ def _run(ctx, rules, result, progress, report, *, release: bool) -> None:
             except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
                 result.report_error = f"{type(exc).__name__}: {exc}"
                 report = False
-        if "as_of" not in summary_q:
-            summary_q["as_of"] = ctx.as_of  # the reference time of every run, report or not
+        summary_q.update(_clock_queries(ctx, rules, report))
         summary_job = pipe.submit_many({f"summary:{k}": v for k, v in summary_q.items()})
         if releases is not None:
             releases.summary = summary_job
@@ -205,20 +248,73 @@ def _run(ctx, rules, result, progress, report, *, release: bool) -> None:
         if plots_job is not None:
             try:
                 plot_rows = plots_job.result()
-                result.plots_with_rules = True
             except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
                 result.report_error = f"{type(exc).__name__}: {exc}"
     t2 = time.monotonic()
     result.phase_seconds.update(plan=round(t1 - t0, 3), run=round(t2 - t1, 3))
-    result.rule_seconds = {name.split(":", 1)[1]: s for name, s in pipe.seconds.items() if name.startswith("rule:")}
-    for rule in rules:
-        result.findings.extend(_findings(rule, got.get(f"rule:{rule.id}", [])))
-    summary_rows = {k.split(":", 1)[1]: v for k, v in got.items() if k.startswith("summary:")}
-    result.as_of_ms = max((int(r["as_of_ms"]) for r in summary_rows.get("as_of", []) if r.get("as_of_ms") is not None),
-                          default=0)
+    rows = {k.split(":", 1)[1]: v for k, v in got.items() if k.startswith("summary:")}
+    c = Collected(rules={r.id: got.get(f"rule:{r.id}", []) for r in rules}, evidence=rows.pop("verdict_evidence", []),
+                  newest=rows.get("newest", []), skipped=dict(result.skipped),
+                  rule_seconds={name.split(":", 1)[1]: s for name, s in pipe.seconds.items() if name.startswith("rule:")},
+                  report_error=result.report_error, complete=not report or plot_rows is not None)
     if report and result.report_error is None:
-        _report_data(ctx, rules, result, progress, summary_rows, plot_rows)
+        _summary(ctx, c, rows, plot_rows)
+    finish(c, rules, ctx.options, result, ctx=ctx, progress=progress)
+    if report:
         result.phase_seconds["report"] = round(time.monotonic() - t2, 3)
+
+
+def _clock_queries(ctx, rules, report: bool) -> dict[str, object]:
+    """What the reference instant and the verdicts are decided from, collected with the summary
+    (before any view is released): each cluster's newest timestamp and, when a rule or the report
+    reads the open transactions' verdicts, their decision inputs."""
+    from auditor.model.verdict_table import INPUTS
+
+    q: dict[str, object] = {"newest": ctx.newest_records}
+    if ctx.has_rows("batches") and (report or any("transaction_evidence" in closure(r.views) for r in rules)):
+        q["verdict_evidence"] = ctx.transaction_evidence.select(*INPUTS)
+    return q
+
+
+def _summary(ctx, c: Collected, rows: dict, plot_rows) -> None:
+    """The report's summary (its clusters' reference instants left to :func:`finish`) and the
+    rows its plots are drawn from, into ``c``."""
+    from auditor.report.spark.data import build_summary
+
+    try:
+        c.summary = build_summary(_report_context(ctx), rows)
+        c.summary_rows = {"replica_stats": rows.get("replica_stats", [])}
+        c.plot_rows = None if plot_rows is None else {k.split(":", 1)[1]: v for k, v in plot_rows.items()}
+    except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
+        c.report_error = f"{type(exc).__name__}: {exc}"
+
+
+def finish(c: Collected, rules: list[Rule], options: AuditOptions, result: AuditResult, *, ctx=None,
+           progress=None) -> None:
+    """What depends on the reference instant and ``transaction.max.timeout.ms``, from the collected
+    rows ``c``: the clock, every open transaction's verdict, each rule's ``decide`` step, the
+    findings (rendered from their kinds, one per partition across replicas), and the report's
+    reference instants and plots. No Spark, unless ``ctx`` is given and the plot rows were not
+    collected with the rules (a large dump's plots are collected for the partitions with findings)."""
+    from auditor.model.clock import Clock
+    from auditor.model.verdict_table import Verdicts
+
+    clock = Clock.of(c.newest, given_ms=options.as_of_ms, max_timeout_ms=options.transaction_max_timeout_ms)
+    verdicts = Verdicts(c.evidence, clock)
+    findings = []
+    for rule in rules:
+        findings.extend(_findings(rule, c.rules.get(rule.id, []), verdicts))
+    result.findings = group_replicas(findings)
+    result.as_of_ms = clock.run_as_of_ms
+    ids = {r.id for r in rules}  # the rules of this audit: all those collected, or the --rule subset
+    result.skipped = {k: v for k, v in c.skipped.items() if k in ids}
+    result.rule_seconds = {k: v for k, v in c.rule_seconds.items() if k in ids}
+    result.report_error = c.report_error
+    result.collected = c
+    if c.summary is not None and c.report_error is None:
+        if progress:
+            progress("report data", len(rules), len(rules))
+        _report_data(ctx, c, result, clock, verdicts)
 
 
 # a dump whose plot series of every partition come to at most this many rows (plot_rows_bound) gets them
@@ -255,22 +351,48 @@ def _report_context(ctx):
     return RuleContext(ctx, "the report data", VIEWS_READ)
 
 
-def _findings(rule: Rule, rows) -> list[dict]:
-    """Collected detections of ``rule`` as findings (severity, message and remediation of their kind)."""
+def _findings(rule: Rule, rows, verdicts) -> list[dict]:
+    """Collected detections of ``rule`` as findings: completed by its ``decide`` step (the verdict
+    and age of the transaction it is about; None: not a finding at this reference instant), then
+    severity, message and remediation of their kind."""
     from auditor.report.messages import render
 
-    return [render(rule, detection(r, rule)) for r in rows]
+    out = []
+    for r in rows:
+        f = detection(r, rule)
+        if rule.decide is not None:
+            f = rule.decide(f, verdicts)
+            if f is None:
+                continue
+        out.append(render(rule, f))
+    return out
 
 
-def _report_data(ctx, rules, result, progress, rows, plot_rows=None) -> None:
-    from auditor.report.spark.data import build_report_data
+def _report_data(ctx, c: Collected, result: AuditResult, clock, verdicts) -> None:
+    """The summary with each cluster's reference instant, and the plots of the partitions with findings."""
+    import copy
 
-    if progress:
-        progress("report data", len(rules), len(rules))
+    from auditor.report.spark.data import build_plots, with_clock
+
     try:
-        result.summary, result.plots = build_report_data(_report_context(ctx), result.findings, rows, plot_rows)
+        result.summary = with_clock(copy.deepcopy(c.summary), clock)
+        got = c.plot_rows
+        if got is None and ctx is None:
+            raise RuntimeError("the plot rows were not kept: audit the tables again")
+        result.plots = build_plots(None if ctx is None else _report_context(ctx), result.findings,
+                                   c.summary_rows.get("replica_stats", []), got, verdicts)
+        result.plots_with_rules = got is not None
     except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
         result.report_error = f"{type(exc).__name__}: {exc}"
+
+
+def finish_again(c: Collected, options: AuditOptions, only: tuple[str, ...] | list[str] = ()) -> AuditResult:
+    """An audit of the same tables as the one that collected ``c`` (a complete one), with other
+    options: only what depends on the reference instant and the timeout is decided again."""
+    rules = select_rules(discover(), only)
+    result = AuditResult(findings=[], as_of_given=options.as_of_ms is not None)
+    finish(c, rules, options, result)
+    return result
 
 
 def write_findings(spark, result: AuditResult, out: str) -> None:

@@ -13,8 +13,7 @@ the open transactions' verdicts (:mod:`auditor.model.verdicts`).
 Rules read them as attributes of their context (``ctx.transactions``) and declare the ones
 they read (``Rule.views``), so the engine knows each view's readers (:func:`closure`). Besides
 views, the registry holds *facts* (small driver-side values computed once per audit, such as
-:func:`coverage`) and *helpers* (functions over a context, such as :func:`with_as_of`, which
-reads the view it names).
+:func:`coverage`) and *helpers* (functions over a context, which read the views they name).
 
 A *replica* is (cluster_id, broker_id, log_dir, topic, partition): several brokers' copies of
 one partition are audited separately, and compared by the replica rule; the log dir keeps apart
@@ -97,31 +96,14 @@ def closure(names) -> set[str]:
 
 
 @view()
-def as_of(ctx):
-    """Per cluster, the instant ages are measured against (:func:`auditor.model.clock.as_of`):
-    the newest timestamp in that cluster's dump (an offline dump has no "now"), or the
-    user's ``--as-of``. Small: one row per cluster."""
+def newest_records(ctx):
+    """Per cluster, ``newest_ms``: the newest timestamp of its input (:func:`auditor.model.clock.newest`),
+    what ages are measured against unless ``--as-of`` is given (the runner's
+    :class:`auditor.model.clock.Clock`). Small: one row per cluster."""
     from auditor.model import clock
 
-    as_of_ms = ctx.options.as_of_ms
-    batches = ctx.table("batches")
-    tl = ctx.table("transaction_log") if as_of_ms is None and ctx.has_rows("transaction_log") else None
-    return ctx.persist(clock.as_of(batches, tl, as_of_ms=as_of_ms))
-
-
-@helper(reads="as_of")
-def with_as_of(ctx, df):
-    """``df`` with its cluster's ``as_of_ms`` column."""
-    from pyspark.sql import functions as F
-
-    return df.join(F.broadcast(ctx.as_of), "cluster_id", "left")
-
-
-@fact
-def as_of_ms(ctx) -> int:
-    """The newest per-cluster reference time (for summaries)."""
-    row = ctx.as_of.agg({"as_of_ms": "max"}).first()
-    return int(row[0]) if row and row[0] is not None else 0
+    tl = ctx.table("transaction_log") if ctx.has_rows("transaction_log") else None
+    return ctx.persist(clock.newest(ctx.table("batches"), tl))
 
 
 # -- producer state (auditor.model.producer_state.spark, built once per audit) ----
@@ -204,16 +186,16 @@ def stopped_log_dirs(ctx):
     return moving.stopped_log_dirs(ctx.table("files")) if inventory else None
 
 
-@view(uses=("open_transactions", "transactions", "partitions", "as_of", "coordinator_latest", "coordinator_partitions",
+@view(uses=("open_transactions", "transactions", "partitions", "coordinator_latest", "coordinator_partitions",
             "coordinator_coverage", "producer_transactional_ids", "coordinator_history", "stopped_clusters",
             "partition_leaders"))
-def transaction_verdicts(ctx):
-    """Every open transaction with its one age and classification
-    (:func:`auditor.model.verdicts.open_transaction_verdicts`), persisted: the
-    rules, the plots and the report read it."""
-    from auditor.model import verdicts
-
-    from auditor.model import moving
+def transaction_evidence(ctx):
+    """Every open transaction with what the input shows about it, persisted
+    (:func:`auditor.model.verdicts.open_transaction_evidence`): none of it depends on the
+    reference instant. The runner collects its decision inputs and decides each verdict and age
+    once (:mod:`auditor.model.verdict_table`); rules and the report read this view for the rest
+    and receive the verdict through their ``decide`` step."""
+    from auditor.model import moving, verdicts
 
     coord = None
     if ctx.has_coordinator_log:
@@ -221,9 +203,8 @@ def transaction_verdicts(ctx):
                  "coverage": ctx.coordinator_coverage, "in_input": ctx.coordinator_partitions,
                  "read_until": moving.coordinator_read_until(ctx.table("transaction_log")),
                  "history": ctx.coordinator_history}
-    return ctx.persist(verdicts.open_transaction_verdicts(
-        ctx.open_transactions, ctx.partitions, ctx.as_of,
-        max_timeout_ms=ctx.options.transaction_max_timeout_ms, coordinator=coord, stopped=ctx.stopped_clusters,
+    return ctx.persist(verdicts.open_transaction_evidence(
+        ctx.open_transactions, ctx.partitions, coordinator=coord, stopped=ctx.stopped_clusters,
         transactions=ctx.transactions, replicated=ctx.replicated_partitions is not False,
         leaders=ctx.partition_leaders, persist=ctx.persist))
 
@@ -325,7 +306,7 @@ def producer_transactional_ids(ctx):
 def coverage(ctx):
     """:class:`auditor.model.coverage.Coverage`: segments left out, checkpoints and
     ``__transaction_state`` partitions given (driver-side, small)."""
-    from auditor.forensics.coordinator_lookup import partition_counts
+    from auditor.model.coordinator_partitions import partition_counts
     from auditor.model import coverage
 
     files = ctx.small_rows("files", ("cluster_id", "broker_id", "log_dir", "topic", "partition", "kind", "status",

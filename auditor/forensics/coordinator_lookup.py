@@ -30,17 +30,8 @@ from typing import Any
 from auditor.formats.txnlog import java_string_hash, partition_for
 from auditor.model.clusters import cluster_key
 
-TXN_TOPIC = "__transaction_state"
-DEFAULT_PARTITIONS = 50  # transaction.state.log.num.partitions default
-
-
-@dataclass
-class PartitionCount:
-    """How many ``__transaction_state`` partitions a cluster has, and how we know."""
-
-    count: int
-    source: str  # "--partitions", "metadata", "log dirs", "default"
-    detail: str
+from auditor.model.coordinator_partitions import (  # noqa: F401 - the command's answers carry them
+    DEFAULT_PARTITIONS, TXN_TOPIC, PartitionCount, partition_counts)
 
 
 @dataclass
@@ -60,58 +51,9 @@ class Lookup:
 def _dataset(tables_dir: Path, name: str):
     """A pyarrow dataset for a table (ingested Parquet or the warehouse's Delta), or
     None when the dump has no such table."""
-    from auditor.engine.tablesource import arrow_dataset
+    from auditor.tables.source import arrow_dataset
 
     return arrow_dataset(tables_dir, name)
-
-
-def _metadata_counts(tables_dir: Path) -> dict[str | None, int]:
-    """Per cluster: partitions of the live ``__transaction_state`` topic per the
-    KRaft metadata log (TopicRecord names it, PartitionRecords number it)."""
-    import pyarrow.compute as pc
-
-    d = _dataset(tables_dir, "metadata_records")
-    if d is None:
-        return {}
-    want = ["cluster_id", "log_dir", "record_type", "topic_name", "topic_id", "partition_id"]
-    kinds = pc.field("record_type").isin(["TOPIC_RECORD", "PARTITION_RECORD", "REMOVE_TOPIC_RECORD"])
-    rows = d.to_table(columns=want, filter=kinds).to_pylist()
-    topic_ids: dict[str | None, set[str]] = {}
-    removed: dict[str | None, set[str]] = {}
-    parts: dict[tuple[str | None, str], set[int]] = {}
-    for r in rows:
-        c = cluster_key(r["cluster_id"], r["log_dir"])
-        if r["record_type"] == "TOPIC_RECORD" and r["topic_name"] == TXN_TOPIC and r["topic_id"]:
-            topic_ids.setdefault(c, set()).add(r["topic_id"])
-        elif r["record_type"] == "REMOVE_TOPIC_RECORD" and r["topic_id"]:
-            removed.setdefault(c, set()).add(r["topic_id"])
-        elif r["record_type"] == "PARTITION_RECORD" and r["topic_id"] and r["partition_id"] is not None:
-            parts.setdefault((c, r["topic_id"]), set()).add(r["partition_id"])
-    out: dict[str | None, int] = {}
-    for c, ids in topic_ids.items():
-        live = (ids - removed.get(c, set())) or ids
-        n = max((len(parts.get((c, t), ())) for t in live), default=0)
-        if n:
-            out[c] = n
-    return out
-
-
-def _logdir_counts(tables_dir: Path) -> dict[str | None, int]:
-    """Per cluster: highest ``__transaction_state-K`` directory found + 1 (a lower
-    bound: a broker replicates only some partitions, and not every broker may
-    have been dumped)."""
-    import pyarrow.compute as pc
-
-    d = _dataset(tables_dir, "files")
-    if d is None:
-        return {}
-    rows = d.to_table(columns=["cluster_id", "log_dir", "partition"],
-                      filter=(pc.field("topic") == TXN_TOPIC) & pc.field("partition").is_valid()).to_pylist()
-    out: dict[str | None, int] = {}
-    for r in rows:
-        c = cluster_key(r["cluster_id"], r["log_dir"])
-        out[c] = max(out.get(c, 0), r["partition"] + 1)
-    return out
 
 
 def _known_clusters(tables_dir: Path) -> list[str | None]:
@@ -121,26 +63,6 @@ def _known_clusters(tables_dir: Path) -> list[str | None]:
     rows = d.to_table(columns=["cluster_id", "log_dir"]).to_pylist()
     keys = {cluster_key(r["cluster_id"], r["log_dir"]) for r in rows if r["log_dir"] is not None}
     return sorted(keys, key=lambda k: (k is None, k or ""))
-
-
-def partition_counts(tables_dir: str | Path, option: int | None) -> tuple[dict[str | None, PartitionCount], PartitionCount]:
-    """Partition count per cluster, plus the one used for a cluster the dump says nothing about.
-
-    Precedence: ``--partitions``; the metadata log; the log dirs; Kafka's default (50).
-    """
-    if option is not None:
-        pc_ = PartitionCount(option, "--partitions", "given with --partitions")
-        return {}, pc_
-    root = Path(tables_dir)
-    out: dict[str | None, PartitionCount] = {}
-    for c, n in _logdir_counts(root).items():
-        out[c] = PartitionCount(n, "log dirs", f"highest {TXN_TOPIC}-K directory in the dump + 1 (a lower bound "
-                                               "if some brokers were not dumped)")
-    for c, n in _metadata_counts(root).items():
-        out[c] = PartitionCount(n, "metadata", f"PartitionRecords of {TXN_TOPIC} in the metadata log")
-    default = PartitionCount(DEFAULT_PARTITIONS, "default",
-                             "transaction.state.log.num.partitions default (no metadata or log dirs of the topic)")
-    return out, default
 
 
 _RECORD_COLUMNS = [

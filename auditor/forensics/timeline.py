@@ -471,7 +471,7 @@ class ArrowTimeline(_TimelineBase):
 
     # -- reading ---------------------------------------------------------------------
     def _dataset(self, name: str):
-        from auditor.engine.tablesource import arrow_dataset
+        from auditor.tables.source import arrow_dataset
 
         return arrow_dataset(self.root, name)
 

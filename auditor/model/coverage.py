@@ -31,7 +31,7 @@ concluded from such a part, and they are established here once:
   given. A partition directory given alone shows neither;
 * **the coordinator's state** — a cluster's ``__transaction_state`` partitions
   given, against how many it has (the metadata log's PartitionRecords, else the
-  partition directories found: :func:`auditor.forensics.coordinator_lookup.partition_counts`).
+  partition directories found: :func:`auditor.model.coordinator_partitions.partition_counts`).
   Only when all are given can a producer id no record names be *unknown to the
   coordinator*.
 
@@ -122,7 +122,7 @@ def build(files: list[dict] | None, not_given: list[dict], partition_counts, bro
     """``files``: inventory rows (cluster_id, broker_id, log_dir, topic, partition, kind,
     status); ``not_given``: the manifest's list; ``brokers``: the manifest's
     ``meta.properties`` per log dir; ``partition_counts``: a callable
-    returning ``(per cluster, default)`` :class:`~auditor.forensics.coordinator_lookup.PartitionCount`s
+    returning ``(per cluster, default)`` :class:`~auditor.model.coordinator_partitions.PartitionCount`s
     (called only when some cluster has ``__transaction_state`` files or transactional data).
     ``files`` None: no inventory to tell (hand-made tables), everything is taken as given."""
     if files is None:

@@ -330,7 +330,7 @@ def decide_for_tables(tables_dir) -> dict[str, Liveness] | None:
     """:func:`decide` over an ingested tables directory, read with pyarrow (no Spark):
     for the commands that answer without Spark (``tables``, ``coordinator``). None
     when the directory has no ``files`` inventory."""
-    from auditor.engine.tablesource import arrow_dataset
+    from auditor.tables.source import arrow_dataset
 
     files = arrow_dataset(tables_dir, "files")
     if files is None:

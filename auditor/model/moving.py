@@ -17,7 +17,7 @@ A log dir that holds ``.kafka_cleanshutdown`` belongs to a broker that stopped c
 not start again (the broker deletes the file when it starts: ``LogManager.loadLogs``): nothing
 more is written there. A cluster all of whose given log dirs hold it is *stopped*; otherwise the
 verdicts ask how far each view reaches before they call a transaction late or hanging
-(:func:`auditor.model.verdicts.open_transaction_verdicts`).
+(:mod:`auditor.model.verdict_table`).
 """
 
 from __future__ import annotations

@@ -67,31 +67,33 @@ report and the forensic commands read it:
   settle it.
 
 The **age** is the reference instant (``as_of``: the newest timestamp of the
-cluster's input, or ``--as-of``) minus the transaction's first batch timestamp.
-Other times (how long the LSO has trailed the newest data) are separate evidence.
+cluster's input, or ``--as-of``: :class:`auditor.model.clock.Clock`) minus the
+transaction's first batch timestamp. Other times (how long the LSO has trailed the
+newest data) are separate evidence.
+
+Two halves: this module gathers the evidence with Spark (:func:`open_transaction_evidence`:
+the joins, none of them depending on the reference instant), and the decision table
+(:mod:`auditor.model.verdict_table`) turns a transaction's evidence and the clock into its
+verdict, on the driver, once per audit and again for another ``--as-of`` without Spark.
 """
 
 from __future__ import annotations
 
 from auditor.model.coverage import SEGMENT_ALONE
 from auditor.model.replica_key import REPLICA, join_replica
+from auditor.model.verdict_table import FACTS
 
 VERDICTS = ("in-flight", "two-phase-commit", "closed-after-the-copy", "markers-undelivered", "marker-skipped",
             "late-write", "unknown-to-coordinator", "hanging", "undetermined")
 # TransactionMetadata.isDistributedTwoPhaseCommitTxn(): txnTimeoutMs == Integer.MAX_VALUE (Kafka 4.3.1, 4.4.0)
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
-# a hanging verdict by age alone: what would tell a two-phase-commit transaction from it
-AGE_ONLY_CANNOT_RULE_OUT_2PC = ("the coordinator's record of the producer (__transaction_state): a two-phase-commit "
-                                "transaction's has transaction timeout Integer.MAX_VALUE")
-# verdicts after which the pinned LSO will not move without an administrator
-CLOSED_BY_NOBODY = ("marker-skipped", "late-write", "unknown-to-coordinator", "hanging")
-
-
-def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: int, transactions, coordinator=None,
-                              stopped=None, replicated: bool = True, leaders=None, persist=None):
+def open_transaction_evidence(open_txns, partitions, *, transactions, coordinator=None, stopped=None,
+                              replicated: bool = True, leaders=None, persist=None):
     """``open_txns`` (the model's open transactions) with the replica's coverage
-    (``partitions``: ``log_end_known``), ``as_of_ms``, the coordinator's view of the
-    producer, its decision (:func:`auditor.model.decisions.with_decisions`) and the verdict.
+    (``partitions``: ``log_end_known``), the coordinator's view of the
+    producer, its decision (:func:`auditor.model.decisions.with_decisions`) and the facts the
+    verdict's decision table reads (``ev_*``: :data:`auditor.model.verdict_table.FACTS`, none of
+    them depending on the reference instant).
     ``transactions``: the model's transactions of every replica (the decision's markers on other
     partitions; with ``replicated``, copies of the partition holding the marker: where another
     copy has the same transaction (producer id, first offset) closed by a marker and this one's
@@ -109,29 +111,20 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
     transactions with their coordinator's view before the decisions join aggregates of them back to
     them four times (without it each join copies the whole lineage into the plan: 1.3 MB of plan text).
 
-    A transaction the coordinator decided (a ``Prepare*`` record listing the partition, or under
-    transaction version 2 the same transaction's marker on another partition) is never called
-    late or hanging while that decision is COMMIT: ``in-flight`` while its markers are younger than
-    ``transaction.max.timeout.ms``, ``markers-undelivered`` once older, ``marker-skipped`` when the
-    coordinator completed it without this partition's marker. A log that may have moved while it
-    was read (a cluster not stopped) is called late or hanging only when the views reach far enough
-    (:mod:`auditor.model.moving`); otherwise, and while the transaction is not older than
-    ``transaction.max.timeout.ms``, it is ``undetermined``.
-
-    Added columns: ``as_of_ms``, ``age_ms``, ``transactional_id``, ``coordinator_state``,
-    ``coordinator_producer_id``, ``transaction_timeout_ms``, ``coordinator_topic_partitions``
-    (``topic-N`` strings), ``coordinator_partitions_in_dump``, ``age_only`` (no coordinator record
-    could be consulted), the decision's columns (:data:`auditor.model.decisions.DECISION_COLUMNS`),
-    ``verdict``, ``undetermined_reason``, ``settled_by``."""
+    Added columns: ``transactional_id``, ``coordinator_state``,
+    ``coordinator_producer_id``, ``transaction_timeout_ms``, ``start_timestamp_ms``,
+    ``coordinator_topic_partitions`` (``topic-N`` strings), ``coordinator_partitions_in_dump``,
+    ``age_only`` (no coordinator record could be consulted), the decision's columns
+    (:data:`auditor.model.decisions.DECISION_COLUMNS`), the facts, and :data:`EVIDENCE_ONLY`."""
     from pyspark.sql import functions as F
 
     from auditor.model import decisions
 
-    o = open_txns.join(F.broadcast(as_of), "cluster_id", "left")
+    o = open_txns
     cov = partitions.select(*REPLICA, "log_end_known", "given_as", "next_not_given_offset", "later_segments_not_given",
                             "high_watermark", "log_end_offset", F.col("max_timestamp").alias("_read_until"))
     o = join_replica(o, cov, "left")
-    o, c = _with_coordinator(o, coordinator, max_timeout_ms)
+    o, c = _with_coordinator(o, coordinator)
     if persist is not None:  # the decisions join the transactions to aggregates of themselves: one plan, not many
         o = persist(o)
     o = decisions.with_decisions(o, transactions=transactions, leaders=leaders, persist=persist,
@@ -142,25 +135,18 @@ def open_transaction_verdicts(open_txns, partitions, as_of, *, max_timeout_ms: i
         c["moving"] = ~F.coalesce(F.col("log_dirs_stopped"), F.lit(True))
     else:
         c["moving"] = F.lit(False)
-    c["old"] = (F.col("as_of_ms") - F.col("first_timestamp")) > F.lit(max_timeout_ms)
-    c["decision_old"] = (F.col("as_of_ms") - F.col("decision_ms")) > F.lit(max_timeout_ms)
-    verdict, reason, settle = _verdict(c), _reason(c), _settle(c)
+    facts = _facts(c)
     return o.withColumns({
-        "age_ms": F.col("as_of_ms") - F.col("first_timestamp"),
         "coordinator_topic_partitions": c["tps"],
         "coordinator_partitions_in_dump": F.col("coordinator_partitions").cast("int"),
         "age_only": ~c["consulted"],
-        "verdict": verdict,
-    }).withColumns({
-        "undetermined_reason": F.when(F.col("verdict") == "undetermined", reason),
-        "settled_by": settle,
-    }).drop("_closed", "_tps", "_prev_tps", "_read_until", "_coordinator_updated", "log_dirs_stopped",
-            "coordinator_read_until_ms", "coordinator_partition", "log_end_known", "high_watermark", "log_end_offset",
-            "later_segments_not_given", "next_not_given_offset", "_tv2", "client_transaction_version",
-            "coordinator_producer_epoch", "_latest_offset")
+        "_coordinator_given": c["given"],
+        "_coordinator_expected": c["expected"],
+        **{f"ev_{name}": facts[name] for name in FACTS},
+    })
 
 
-def _with_coordinator(o, coordinator, max_timeout_ms: int):
+def _with_coordinator(o, coordinator):
     """``o`` joined with the coordinator's latest record of the producer's transactional id, and
     the conditions the verdict reads of it (a dict of Columns; all false without a coordinator)."""
     from pyspark.sql import functions as F
@@ -170,10 +156,10 @@ def _with_coordinator(o, coordinator, max_timeout_ms: int):
         for name, t in (("transactional_id", "string"), ("coordinator_state", "string"),
                         ("coordinator_producer_id", "bigint"), ("coordinator_producer_epoch", "int"),
                         ("client_transaction_version", "int"), ("_latest_offset", "bigint"),
-                        ("transaction_timeout_ms", "int"),
+                        ("transaction_timeout_ms", "int"), ("start_timestamp_ms", "bigint"),
                         ("coordinator_partitions", "bigint")):
             o = o.withColumn(name, F.lit(None).cast(t))
-        for name in ("has_log", "complete", "known", "ongoing_here", "young", "two_phase", "coordinator_behind",
+        for name in ("has_log", "complete", "known", "ongoing_here", "two_phase", "coordinator_behind",
                      "marker_maybe_later"):
             c[name] = F.lit(False)
         c.update(tps=F.lit(None).cast("array<string>"), given=F.lit(0), expected=F.lit(None).cast("int"))
@@ -203,11 +189,11 @@ def _with_coordinator(o, coordinator, max_timeout_ms: int):
          .join(latest, ["cluster_id", "transactional_id"], "left")
          .join(F.broadcast(coordinator["coverage"]), "cluster_id", "left")
          .join(F.broadcast(coordinator["in_input"]), "cluster_id", "left"))
-    _coordinator_conditions(c, max_timeout_ms)
+    _coordinator_conditions(c)
     return o, c
 
 
-def _coordinator_conditions(c: dict, max_timeout_ms: int) -> None:
+def _coordinator_conditions(c: dict) -> None:
     """The conditions on the coordinator's latest record the verdict reads, into ``c``."""
     from pyspark.sql import functions as F
 
@@ -232,8 +218,6 @@ def _coordinator_conditions(c: dict, max_timeout_ms: int) -> None:
     c["marker_maybe_later"] = same_producer & ends_here & (F.col("_coordinator_updated") >= F.col("first_timestamp")) & (
         F.coalesce(F.col("_read_until"), F.lit(-1)) < F.col("_coordinator_updated"))
     c["two_phase"] = F.coalesce(F.col("transaction_timeout_ms") == TWO_PHASE_COMMIT_TIMEOUT_MS, F.lit(False))
-    timeout = F.least(F.coalesce(F.col("transaction_timeout_ms"), F.lit(max_timeout_ms)), F.lit(max_timeout_ms))
-    c["young"] = (F.col("as_of_ms") - F.coalesce(F.col("start_timestamp_ms"), F.col("first_timestamp"))) <= timeout
     c["tps"] = F.transform(F.col("_tps"), lambda tp: F.concat(tp["topic"], F.lit("-"), tp["partition"].cast("string")))
     c["given"] = F.coalesce(F.col("coordinator_partitions_given"), F.lit(0))
     c["expected"] = F.col("coordinator_partitions_expected")
@@ -253,11 +237,13 @@ def _with_closed_elsewhere(o, transactions):
     return o.join(closed, ["cluster_id", "topic", "partition", "producer_id", "first_offset"], "left")
 
 
-def _derived(c: dict) -> dict:
-    """The conditions built on ``c``'s and the decision's columns (a new dict)."""
+def _facts(c: dict) -> dict:
+    """The facts the decision table reads (:data:`auditor.model.verdict_table.FACTS`), from
+    ``c``'s conditions and the decision's columns: none depends on the reference instant."""
     from pyspark.sql import functions as F
 
-    d = dict(c)
+    d = {k: c[k] for k in ("consulted", "known", "ongoing_here", "two_phase", "moving", "coordinator_behind",
+                           "marker_maybe_later")}
     # behind, not diverged: this copy ends at or before the other's marker (a copy that goes on past that
     # offset without the marker has diverged -- an unclean leader election can leave a real hanging
     # transaction so, beside the old leader's copy with the marker: replica-divergence reports the split)
@@ -267,7 +253,6 @@ def _derived(c: dict) -> dict:
     # read (every segment of the directory given, the log dirs not stopped)
     d["log_moved"] = c["moving"] & (F.coalesce(F.col("later_segments_not_given"), F.lit(0)) == 0) & (
         F.coalesce(F.col("given_as"), F.lit("")) != SEGMENT_ALONE)
-    d["view_short"] = c["moving"] & ~c["old"] & (c["coordinator_behind"] | c["marker_maybe_later"])
     # data after its session's marker: with transaction version 2 the next transaction has the marker's
     # (bumped) epoch, so only an epoch below it is late (ProducerAppendInfo.checkProducerEpoch)
     after = F.when(F.col("_tv2"), F.col("data_epoch_min") < F.col("prev_marker_epoch")).otherwise(
@@ -281,124 +266,7 @@ def _derived(c: dict) -> dict:
     d["marker_after_read"] = c["moving"] & (
         F.coalesce(F.col("_read_until"), F.lit(-1)) < F.coalesce(F.col("completed_ms"), F.lit(-1))) & ~F.coalesce(
         F.col("partition_leaderless"), F.lit(False))
+    d["leader_then_known"] = F.col("partition_leader_then").isNotNull()
+    d["decision_commit"] = F.col("decision") == "COMMIT"
+    d["moved_past"] = F.col("coordinator_moved_past")
     return d
-
-
-def _verdict(c: dict):
-    """The verdict, first matching arm wins (see the module doc)."""
-    from pyspark.sql import functions as F
-
-    d = _derived(c)
-    known = d["consulted"] & d["known"]
-    decided, completed = d["decided"], d["completed"]
-    return (
-        F.when(~d["log_end_known"] | d["closed_elsewhere"], F.lit("undetermined"))
-        # before the age test: the coordinator never times a two-phase-commit transaction out
-        .when(known & d["ongoing_here"] & d["two_phase"], F.lit("two-phase-commit"))
-        # decided: the markers are being written, are overdue, were dropped, or came after the read
-        .when(decided & ~completed & d["by_coordinator"] & ~d["decision_old"], F.lit("in-flight"))
-        .when(decided & ~completed & d["decision_old"], F.lit("markers-undelivered"))
-        .when(decided & ~completed, F.lit("undetermined"))
-        .when(decided & d["marker_after_read"] & F.col("partition_leader_then").isNotNull(),
-              F.lit("closed-after-the-copy"))
-        .when(decided & d["marker_after_read"], F.lit("undetermined"))
-        .when(decided & (F.col("decision") == "COMMIT"), F.lit("marker-skipped"))
-        .when(decided, F.lit("hanging"))
-        .when(known & d["ongoing_here"] & d["young"], F.lit("in-flight"))
-        .when(known & d["view_short"], F.lit("undetermined"))
-        .when(known & d["session_had_marker"], F.lit("late-write"))
-        .when(F.col("coordinator_moved_past"), F.lit("undetermined"))
-        .when(known, F.lit("hanging"))
-        .when(d["consulted"], F.lit("unknown-to-coordinator"))
-        .when(d["old"], F.lit("hanging"))
-        .otherwise(F.lit("undetermined"))
-    )
-
-
-def _reason(c: dict):
-    """What the input lacks, for an ``undetermined`` verdict (the arms of :func:`_verdict`)."""
-    from pyspark.sql import functions as F
-
-    d = _derived(c)
-    later = F.when(d["log_moved"], F.concat(
-        F.lit("the log moved while it was read: its high watermark checkpoint ("), F.col("high_watermark").cast("string"),
-        F.lit("), written after the segment was read, lies past the last offset read ("),
-        (F.col("log_end_offset") - 1).cast("string"), F.lit("), where the marker may be"))).otherwise(F.concat(
-        F.lit("the marker may be in what was not given: "),
-        F.when(F.col("given_as") == SEGMENT_ALONE, F.lit(
-            "the partition of the segment is not known (given without its partition directory, or in a directory not "
-            "named topic-N), so the segments after it are not known"))
-        .when(F.col("later_segments_not_given") > 0, F.concat(
-            F.col("later_segments_not_given").cast("string"), F.lit(" later segment(s) of the partition's directory, from "
-                                                                   "offset "), F.col("next_not_given_offset").cast("string")))
-        .otherwise(F.concat(F.lit("the high watermark "), F.col("high_watermark").cast("string"),
-                            F.lit(" lies beyond the last given offset "), (F.col("log_end_offset") - 1).cast("string")))))
-    no_coordinator = F.when(
-        d["given"] == 0, F.lit("no __transaction_state partition of the cluster was given, and it is not older than "
-                               "transaction.max.timeout.ms"),
-    ).otherwise(F.concat(
-        F.lit("no record of the given __transaction_state partitions ("), d["given"].cast("string"), F.lit(" of "),
-        F.coalesce(d["expected"].cast("string"), F.lit("?")),
-        F.lit(") names the producer, and it is not older than transaction.max.timeout.ms")))
-    not_stopped = F.lit("the log dirs were not all cleanly stopped (a broker may have written while they were read) and ")
-    read_while_moving = F.concat(not_stopped, F.when(d["coordinator_behind"], F.lit(
-        "the coordinator's __transaction_state partition as read ends before this transaction's first "
-        "batch: a record written after it was read may list the partition"))
-        .otherwise(F.lit("the coordinator completed the transaction after the newest batch read from this partition: "
-                         "its marker may have been written after the partition was read")))
-    copy_behind = F.concat(
-        F.lit("another copy of the partition in the input (log dir "), F.coalesce(F.col("_closed.log_dir"), F.lit("?")),
-        F.lit(", broker "), F.coalesce(F.col("_closed.broker_id").cast("string"), F.lit("?")), F.lit(") has the "
-        "transaction's "), F.coalesce(F.col("_closed.marker_type"), F.lit("?")), F.lit(" marker at offset "),
-        F.col("_closed.marker_offset").cast("string"),
-        F.lit(": this copy ends before it (a follower not caught up, or a dump taken earlier)"))
-    deciding = F.concat(F.lit("the transaction's "), F.col("decision_marker"), F.lit(" shows the coordinator decided "),
-                        F.col("decision"), F.lit(" less than transaction.max.timeout.ms ago: this partition's marker may "
-                                             "still come"))
-    completed_after_read = F.concat(not_stopped, F.lit("the coordinator completed the transaction ("),
-                                    F.col("decision_record"), F.lit(") after the newest batch read from this partition: its "
-                                                                    "marker was probably written after the partition was "
-                                                                    "read, but without the metadata log (not given) the input "
-                                                                    "cannot rule out a marker dropped for a partition without "
-                                                                    "a leader"))
-    moved_past = F.concat(
-        F.lit("the coordinator has ended this transaction (its newest record of the producer, "),
-        F.coalesce(F.col("coordinator_state"), F.lit("?")), F.lit(" at epoch "),
-        F.col("coordinator_producer_epoch").cast("string"), F.lit(", is past the data's epoch "),
-        F.col("data_epoch_max").cast("string"), F.lit(": transaction version 2 bumps it at every commit or abort) in a "
-                                                      "record the input no longer holds, so whether it committed is unknown"))
-    return (F.when(d["closed_elsewhere"], copy_behind).when(~d["log_end_known"], later)
-            .when(d["decided"] & ~d["completed"], deciding)
-            .when(d["decided"] & d["marker_after_read"], completed_after_read)
-            .when(d["consulted"] & d["known"] & d["view_short"], read_while_moving)
-            .when(F.col("coordinator_moved_past"), moved_past)
-            .otherwise(no_coordinator))
-
-
-def _settle(c: dict):
-    """What would settle an ``undetermined`` verdict, or tell a two-phase-commit transaction from
-    a ``hanging`` one judged by age alone."""
-    from pyspark.sql import functions as F
-
-    d = _derived(c)
-    again = ("scan again once the brokers are stopped (or a copy taken while they were), or describe the "
-             "transaction online (kafka-transactions.sh describe)")
-    return (F.when((F.col("verdict") == "hanging") & ~d["consulted"], F.lit(AGE_ONLY_CANNOT_RULE_OUT_2PC))
-            .when(F.col("verdict") != "undetermined", F.lit(None).cast("string"))
-            .when(d["closed_elsewhere"], F.lit("this broker's state online (kafka-transactions.sh describe-producers): "
-                                               "a follower catches up by itself; an earlier dump is superseded by the "
-                                               "copy holding the marker"))
-            .when(~d["log_end_known"] & d["log_moved"], F.lit(again))
-            .when(~d["log_end_known"], F.lit("scan the whole partition directory"))
-            .when(d["decided"] & ~d["completed"], F.lit(
-                "scan again after transaction.max.timeout.ms, or describe the transaction online (kafka-transactions.sh "
-                "describe); never abort it while the coordinator decided COMMIT"))
-            .when(d["decided"] & d["marker_after_read"], F.lit(
-                "the cluster's __cluster_metadata log (the partition's leader when the coordinator completed), or "
-                "describe the producers online (kafka-transactions.sh describe-producers)"))
-            .when(d["consulted"] & d["known"] & d["view_short"], F.lit(again))
-            .when(F.col("coordinator_moved_past"), F.lit(
-                "the markers of this producer id with the next epoch on the transaction's other partitions (give their "
-                "logs), or the coordinator broker's log; an abort tears the transaction if it committed"))
-            .otherwise(F.lit("scan with the log dirs holding the cluster's __transaction_state partitions, or with "
-                             "--as-of now if the broker still runs")))

@@ -16,7 +16,7 @@ How it is kept:
   upgrade of either, no archive is found until it is built again.
 * :func:`build` (``python -m auditor.perf.jvmcache CAPTURE_DIR``; ``make
   setup`` runs it on a shipped sample capture) runs an ingest and an audit in a
-  child process (:mod:`auditor.perf.jvmcache_train`) whose driver JVM writes
+  child process (:mod:`auditor.cli.jvmcache_train`) whose driver JVM writes
   its classes at exit (about a minute:
   writing the archive costs HotSpot some 30 s, which is why no user command
   trains it on the side), into a temporary name renamed into place only when
@@ -113,7 +113,7 @@ def build(inputs: list[str], *, timeout: float = 900) -> Path | None:
     # the training run maps no older archive; its driver JVM writes to the pipes read below, not
     # to a log file (auditor.spark.session), so that their end is the JVM's exit, after the archive is written
     env = {**os.environ, CDS_ENV: "0", "TXN_AUDIT_VERBOSE": "1"}
-    cmd = [sys.executable, "-m", "auditor.perf.jvmcache_train", str(tmp), *inputs]
+    cmd = [sys.executable, "-m", "auditor.cli.jvmcache_train", str(tmp), *inputs]
     # its own process group: a timeout kills the child's driver JVM too, before it can write
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)

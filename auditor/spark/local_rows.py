@@ -30,3 +30,13 @@ def local_df(spark, rows: Iterable[Sequence[Any] | Mapping[str, Any]], schema):
     dicts = [dict(r) if isinstance(r, Mapping) else dict(zip(names, r)) for r in rows]
     table = pa.Table.from_pylist(dicts, schema=to_arrow_schema(struct))
     return spark.createDataFrame(table, schema=struct)
+
+
+def arrow_df(spark, table):
+    """``table`` (a ``pyarrow.Table``) as a DataFrame of the matching Spark schema, sent to the
+    JVM as Arrow data; an empty table too (Spark infers no schema from zero rows)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    if table.num_rows == 0:
+        return spark.createDataFrame([], from_arrow_schema(table.schema))
+    return spark.createDataFrame(table)

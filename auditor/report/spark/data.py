@@ -31,7 +31,7 @@ MAX_PLOT_PARTITIONS = 40  # partitions with findings that get plots (most severe
 MAX_SESSION_TRANSACTIONS = 400  # per partition: every open transaction plus the newest others
 
 
-VIEWS_READ = ("as_of", "last_stable_offsets", "producer_transactional_ids", "transaction_verdicts", "transactions")  # see AuditContext
+VIEWS_READ = ("last_stable_offsets", "producer_transactional_ids", "transactions")  # see AuditContext
 
 
 def sort_key(v: Any) -> tuple:
@@ -47,22 +47,26 @@ def sort_key(v: Any) -> tuple:
 
 def build_report_data(ctx, findings: list[dict], rows: dict[str, list[dict]] | None = None,
                       plot_rows: dict[str, list[dict]] | None = None) -> tuple[dict, dict]:
-    """``(summary, plots)`` for the audit of ``ctx``; both plain JSON-able dicts.
-
-    ``rows`` are the results of :func:`summary_queries` when the caller has
-    already collected them (the small-input audit collects them while the rules
-    run); otherwise they are collected here. The plots need the findings, so
-    their queries are a second job -- unless ``plot_rows`` holds the collected
-    :func:`plot_queries` of every partition (``plots:<name>``: a small dump's,
-    collected with the rules)."""
+    """``(summary, plots)`` for the audit of ``ctx`` on their own (the runner builds them from
+    what it collected with the rules); both plain JSON-able dicts. ``rows``: the results of
+    :func:`summary_queries` when the caller has collected them; ``plot_rows``: the collected
+    :func:`plot_queries` of every partition (``plots:<name>``). The reference instants and the
+    open transactions' verdicts are decided here as the runner decides them."""
     from auditor.engine.collect import collect_many
+    from auditor.model.clock import Clock
+    from auditor.model.verdict_table import INPUTS, Verdicts
 
     if rows is None:
         rows = collect_many(summary_queries(ctx))
-    stats = rows.get("replica_stats", [])
-    summary = build_summary(ctx, rows)
+    q = {"newest": ctx.newest_records}
+    if ctx.has_rows("batches"):
+        q["evidence"] = ctx.transaction_evidence.select(*INPUTS)
+    clocked = collect_many(q)
+    clock = Clock.of(clocked["newest"], given_ms=ctx.options.as_of_ms,
+                     max_timeout_ms=ctx.options.transaction_max_timeout_ms)
+    summary = with_clock(build_summary(ctx, {**rows, "newest": clocked["newest"]}), clock)
     got = None if plot_rows is None else {k.split(":", 1)[1]: v for k, v in plot_rows.items()}
-    plots = build_plots(ctx, findings, stats, got)
+    plots = build_plots(ctx, findings, rows.get("replica_stats", []), got, Verdicts(clocked.get("evidence", []), clock))
     return summary, plots
 
 
@@ -74,7 +78,7 @@ def summary_queries(ctx) -> dict[str, object]:
     dir) and the plots (time range of each partition with findings) both read it.
     ``transactions`` — transactions by outcome and commit-marker epoch;
     ``feature_levels``, ``client_versions`` — the transaction versions the logs
-    show; ``as_of`` — the reference time per cluster."""
+    show. (Each cluster's reference instant is the runner's: :func:`with_clock`.)"""
     from pyspark.sql import functions as F
 
     if not ctx.has_rows("batches"):
@@ -108,7 +112,6 @@ def summary_queries(ctx) -> dict[str, object]:
             ctx.table("transaction_log")
             .where("record_type = 'transaction' AND NOT is_tombstone AND client_transaction_version IS NOT NULL")
             .groupBy("client_transaction_version").agg(F.countDistinct("cluster_id", "transactional_id").alias("ids")))
-    q["as_of"] = ctx.as_of
     return q
 
 
@@ -204,15 +207,23 @@ def build_summary(ctx, rows: dict[str, list[dict]]) -> dict[str, Any]:
     tv["feature_levels"] = _feature_levels(rows.get("feature_levels", []))
     tv["client_versions"] = _client_versions(rows.get("client_versions", []))
 
-    as_of = {r["cluster_id"]: r["as_of_ms"] for r in rows.get("as_of", [])}
-    clusters = sorted({x["cluster_id"] for x in brokers if x["cluster_id"] is not None} | set(as_of), key=sort_key)
+    newest = {r["cluster_id"] for r in rows.get("newest", [])}
+    clusters = sorted({x["cluster_id"] for x in brokers if x["cluster_id"] is not None} | newest, key=sort_key)
     summary["clusters"] = [{
         "cluster_id": c,
-        "as_of_ms": as_of.get(c),
+        "as_of_ms": None,  # the run's reference instant: with_clock
         "brokers": sorted({x["broker_id"] for x in brokers if x["cluster_id"] == c and x["broker_id"] is not None}),
         "transaction_version_feature": tv["feature_levels"].get(c),
         "commit_markers": per_cluster.get(c, {"same_epoch": 0, "epoch_bump": 0}),
     } for c in clusters]
+    return summary
+
+
+def with_clock(summary: dict, clock) -> dict:
+    """``summary`` (of :func:`build_summary`) with each cluster's reference instant
+    (:class:`auditor.model.clock.Clock`): a choice of the run, not a fact of the tables."""
+    for c in summary.get("clusters", []):
+        c["as_of_ms"] = clock.as_of(c["cluster_id"])
     return summary
 
 
@@ -340,9 +351,6 @@ def plot_queries(ctx, stats: list[dict], keys: "list[tuple] | None" = None) -> d
         sess = sess.join(transactional_id_of(ctx.producer_transactional_ids), ["cluster_id", "producer_id"], "left")
     else:
         sess = sess.withColumn("transactional_id", F.lit(None).cast("string"))
-    # an open transaction's verdict and age are the model's (auditor.model.verdicts)
-    verdict = ctx.transaction_verdicts.select(*REPLICA, "producer_id", "first_offset", "verdict", "age_ms")
-    sess = join_replica(sess, verdict, "left", on=["producer_id", "first_offset"])
     sess = (sess.withColumn("_rn", F.row_number().over(w))
             .withColumn("_total", F.count(F.lit(1)).over(Window.partitionBy(*REPLICA)))
             .where((F.col("_rn") <= MAX_SESSION_TRANSACTIONS) | (F.col("state") == "open"))
@@ -350,7 +358,7 @@ def plot_queries(ctx, stats: list[dict], keys: "list[tuple] | None" = None) -> d
                     F.col("data_epoch_max").alias("producer_epoch"), "marker_epoch", "state",
                     "first_offset", F.col("last_data_offset").alias("last_offset"), "first_timestamp",
                     F.col("last_data_timestamp").alias("last_timestamp"), "marker_offset", "marker_type",
-                    "marker_timestamp", "coordinator_epoch", "data_batches", "verdict", "age_ms"))
+                    "marker_timestamp", "coordinator_epoch", "data_batches"))
 
     # the partition's current offsets and LSO: the producer-state model's (never recomputed here)
     hw_rows = _join_replica(ctx.last_stable_offsets, rng.select(*REPLICA)).select(
@@ -359,15 +367,18 @@ def plot_queries(ctx, stats: list[dict], keys: "list[tuple] | None" = None) -> d
     return {"ends": ends, "pins": pins, "sessions": sess, "hw": hw_rows}
 
 
-def build_plots(ctx, findings: list[dict], stats: list[dict], got: "dict[str, list[dict]] | None" = None) -> dict[str, Any]:
+def build_plots(ctx, findings: list[dict], stats: list[dict], got: "dict[str, list[dict]] | None",
+                verdicts) -> dict[str, Any]:
     """LSO-lag series and producer sessions for the partitions with findings
     (``stats``: the collected ``replica_stats`` query); one Spark job, unless
-    ``got`` holds the collected :func:`plot_queries` of every partition already."""
+    ``got`` holds the collected :func:`plot_queries` of every partition already (then ``ctx``
+    may be None). An open transaction's verdict and age are the audit's (``verdicts``:
+    :class:`auditor.model.verdict_table.Verdicts`)."""
     keys, omitted = affected_partitions(findings)
     plots: dict[str, Any] = {"version": REPORT_DATA_VERSION, "lso_buckets": LSO_BUCKETS,
                              "max_session_transactions": MAX_SESSION_TRANSACTIONS,
                              "partitions": [], "omitted_partitions": omitted}
-    if not keys or not ctx.has_rows("batches"):
+    if not keys or (got is None and not ctx.has_rows("batches")):
         return plots
     rng_rows = plot_ranges(stats, keys)
     if not rng_rows:
@@ -392,6 +403,8 @@ def build_plots(ctx, findings: list[dict], stats: list[dict], got: "dict[str, li
     totals: dict[tuple, int] = {}
     for r in sess:
         d = dict(r)
+        v = verdicts.of(r) if d.get("state") == "open" else None
+        d.update(verdict=v and v["verdict"], age_ms=v and v["age_ms"])
         totals[key(r)] = int(d.pop("_total"))
         for c in REPLICA:
             d.pop(c)

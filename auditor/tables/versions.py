@@ -1,8 +1,9 @@
-"""Digests of the code a warehouse's contents depend on.
+"""Digests of the code the kept tables and a warehouse's contents depend on.
 
-The batch job skips work whose inputs did not change: a file already decoded at
-its fingerprint, an audit of tables that hold what they held last run. That is
-only sound while the code that did the work is the same. An upgrade of the
+``scan`` reuses the tables and findings it kept, and the batch job skips work
+whose inputs did not change: a file already decoded at its fingerprint, an audit
+of tables that hold what they held last run. That is only sound while the code
+that did the work is the same. An upgrade of the
 tool that changes a decoder must re-decode files decoded by the old one, and a
 change to a rule or a shared view must re-run the audit. So the ledger records
 the *decoder digest* each file was decoded with, and the run records an *audit
@@ -24,10 +25,11 @@ from functools import lru_cache
 # what the decoded tables depend on: the format decoders, discovery and task planning,
 # the table catalog and the Spark side of ingestion (all in auditor.ingest)
 DECODER_MODULES = ("auditor.formats", "auditor.ingest", "auditor.batch.decode")
-# what the findings depend on, given the tables: the rules, the audit engine, the domain model, the
-# session's settings and the Spark tuning the queries run under, the report data saved with them
-AUDIT_MODULES = ("auditor.rules", "auditor.engine", "auditor.model", "auditor.spark", "auditor.perf",
-                 "auditor.report.spark", "auditor.batch.delta_rules")
+# what the findings depend on, given the tables: the rules, the audit engine, the domain model, how
+# the tables' rows are read without Spark, the session's settings and the Spark tuning the queries
+# run under, the report data saved with them
+AUDIT_MODULES = ("auditor.rules", "auditor.engine", "auditor.model", "auditor.tables", "auditor.spark",
+                 "auditor.perf", "auditor.report.spark", "auditor.batch.delta_rules")
 
 
 def _module_names(name: str) -> list[str]:

@@ -1,8 +1,9 @@
 """The training run of the class-data sharing archive (:mod:`auditor.perf.jvmcache`).
 
-Apart from :mod:`auditor.perf.jvmcache` because it needs the session, the ingest job and the
-audit runner, and the session needs the archive's options: kept in one module, the two
-would import each other.
+It runs what a user runs (the session, the ingest job and the audit runner), so it sits with
+the commands, at the top of the package graph: the performance machinery never imports the
+session it tunes, and the session, ingest and engine never import it. It runs as a child
+process (``python -m auditor.cli.jvmcache_train``) and nothing imports it.
 """
 
 from __future__ import annotations
@@ -28,5 +29,5 @@ def train(target: str, inputs: list[str]) -> None:
     spark.stop()
 
 
-if __name__ == "__main__":  # python -m auditor.perf.jvmcache_train TARGET CAPTURE_DIR...
+if __name__ == "__main__":  # python -m auditor.cli.jvmcache_train TARGET CAPTURE_DIR...
     train(sys.argv[1], sys.argv[2:])

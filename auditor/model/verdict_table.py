@@ -1,0 +1,285 @@
+"""The decision table of an open transaction's verdict: evidence in, verdict and reason out.
+
+:mod:`auditor.model.verdicts` gathers, per open transaction, what the input shows about
+it (its replica's coverage, the coordinator's records, the coordinator's decision, other
+copies of the partition) as named facts that do not depend on the reference instant. This
+module turns those facts into the verdict, in one place a reader can follow:
+
+* :data:`ARMS` — the arms in order, first match wins; each names the facts that must
+  all hold (``~fact``: must not hold) and, for ``undetermined``, the reason code;
+* :data:`REASONS` and :data:`SETTLE` — the prose of each reason code and what would
+  settle it, rendered from the transaction's evidence;
+* :class:`Verdicts` — the ages against the reference instant and the arms, over the
+  collected evidence rows, looked up by transaction.
+
+Why apart from Spark: the facts are the expensive part (joins over every table); the
+decision is cheap and depends on the reference instant (``--as-of``) and
+``transaction.max.timeout.ms``. Kept apart, a verdict can be decided again for another
+instant from the same evidence, and the decision reads as a table rather than a chain of
+column expressions.
+
+A fact is true, false or unknown (null: a column the input does not fill), with SQL's
+three-valued logic: an arm matches only when every fact it names is true, ``~unknown`` is
+unknown, and a template naming an unknown value renders no reason at all (``{name?}``
+renders ``?`` instead).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from auditor.model.coverage import SEGMENT_ALONE
+from auditor.model.replica_key import REPLICA
+
+
+# the facts the evidence holds (columns ``ev_<name>``), each true, false or null
+FACTS = ("log_end_known", "closed_elsewhere", "log_moved", "consulted", "known", "ongoing_here", "two_phase",
+         "moving", "coordinator_behind", "marker_maybe_later", "session_had_marker", "decided", "by_coordinator",
+         "completed", "marker_after_read", "leader_then_known", "decision_commit", "moved_past")
+# the facts measured against the reference instant (:func:`clock_facts`)
+CLOCK_FACTS = ("old", "decision_old", "young", "view_short")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One row of the decision table: ``verdict`` when every fact of ``when`` holds."""
+
+    verdict: str
+    when: tuple[str, ...]
+    reason: str | None = None  # for ``undetermined``: the code of what the input lacks
+
+
+ARMS: tuple[Arm, ...] = (
+    Arm("undetermined", ("closed_elsewhere",), "copy-behind"),
+    Arm("undetermined", ("~log_end_known",), "later-offsets"),
+    # before the age test: the coordinator never times a two-phase-commit transaction out
+    Arm("two-phase-commit", ("consulted", "known", "ongoing_here", "two_phase")),
+    # decided: the markers are being written, are overdue, were dropped, or came after the read
+    Arm("in-flight", ("decided", "~completed", "by_coordinator", "~decision_old")),
+    Arm("markers-undelivered", ("decided", "~completed", "decision_old")),
+    Arm("undetermined", ("decided", "~completed"), "deciding"),
+    Arm("closed-after-the-copy", ("decided", "marker_after_read", "leader_then_known")),
+    Arm("undetermined", ("decided", "marker_after_read"), "completed-after-read"),
+    Arm("marker-skipped", ("decided", "decision_commit")),
+    Arm("hanging", ("decided",)),
+    Arm("in-flight", ("consulted", "known", "ongoing_here", "young")),
+    Arm("undetermined", ("consulted", "known", "view_short"), "read-while-moving"),
+    Arm("late-write", ("consulted", "known", "session_had_marker")),
+    Arm("undetermined", ("moved_past",), "coordinator-moved-past"),
+    Arm("hanging", ("consulted", "known")),
+    Arm("unknown-to-coordinator", ("consulted",)),
+    Arm("hanging", ("old",)),
+    Arm("undetermined", (), "no-coordinator-record"),
+)
+
+_NOT_STOPPED = "the log dirs were not all cleanly stopped (a broker may have written while they were read) and "
+_NOT_GIVEN = "the marker may be in what was not given: "
+# reason code -> prose; a code with variants picks one by the evidence (:func:`_reason_variant`)
+REASONS: dict[str, str] = {
+    "copy-behind": "another copy of the partition in the input (log dir {closed_log_dir?}, broker {closed_broker_id?}) "
+                   "has the transaction's {closed_marker_type?} marker at offset {closed_marker_offset}: this copy ends "
+                   "before it (a follower not caught up, or a dump taken earlier)",
+    "later-offsets/log-moved": "the log moved while it was read: its high watermark checkpoint ({high_watermark}), "
+                               "written after the segment was read, lies past the last offset read ({last_offset_read}), "
+                               "where the marker may be",
+    "later-offsets/segment-alone": _NOT_GIVEN + "the partition of the segment is not known (given without its partition "
+                                   "directory, or in a directory not named topic-N), so the segments after it are not "
+                                   "known",
+    "later-offsets/later-segments": _NOT_GIVEN + "{later_segments_not_given} later segment(s) of the partition's "
+                                    "directory, from offset {next_not_given_offset}",
+    "later-offsets/high-watermark": _NOT_GIVEN + "the high watermark {high_watermark} lies beyond the last given offset "
+                                    "{last_offset_read}",
+    "deciding": "the transaction's {decision_marker} shows the coordinator decided {decision} less than "
+                "transaction.max.timeout.ms ago: this partition's marker may still come",
+    "completed-after-read": _NOT_STOPPED + "the coordinator completed the transaction ({decision_record}) after the newest "
+                            "batch read from this partition: its marker was probably written after the partition was "
+                            "read, but without the metadata log (not given) the input cannot rule out a marker dropped "
+                            "for a partition without a leader",
+    "read-while-moving/coordinator-behind": _NOT_STOPPED + "the coordinator's __transaction_state partition as read ends "
+                                            "before this transaction's first batch: a record written after it was read "
+                                            "may list the partition",
+    "read-while-moving/marker-after-read": _NOT_STOPPED + "the coordinator completed the transaction after the newest "
+                                           "batch read from this partition: its marker may have been written after the "
+                                           "partition was read",
+    "coordinator-moved-past": "the coordinator has ended this transaction (its newest record of the producer, "
+                              "{coordinator_state?} at epoch {coordinator_producer_epoch}, is past the data's epoch "
+                              "{data_epoch_max}: transaction version 2 bumps it at every commit or abort) in a record "
+                              "the input no longer holds, so whether it committed is unknown",
+    "no-coordinator-record/none-given": "no __transaction_state partition of the cluster was given, and it is not older "
+                                        "than transaction.max.timeout.ms",
+    "no-coordinator-record/partly-given": "no record of the given __transaction_state partitions "
+                                          "({_coordinator_given} of {_coordinator_expected?}) names "
+                                          "the producer, and it is not older than transaction.max.timeout.ms",
+}
+
+_AGAIN = ("scan again once the brokers are stopped (or a copy taken while they were), or describe the transaction "
+          "online (kafka-transactions.sh describe)")
+# what would settle an ``undetermined`` verdict, by reason code (variant first, then the code)
+SETTLE: dict[str, str] = {
+    "copy-behind": "this broker's state online (kafka-transactions.sh describe-producers): a follower catches up by "
+                   "itself; an earlier dump is superseded by the copy holding the marker",
+    "later-offsets/log-moved": _AGAIN,
+    "later-offsets": "scan the whole partition directory",
+    "deciding": "scan again after transaction.max.timeout.ms, or describe the transaction online (kafka-transactions.sh "
+                "describe); never abort it while the coordinator decided COMMIT",
+    "completed-after-read": "the cluster's __cluster_metadata log (the partition's leader when the coordinator "
+                            "completed), or describe the producers online (kafka-transactions.sh describe-producers)",
+    "read-while-moving": _AGAIN,
+    "coordinator-moved-past": "the markers of this producer id with the next epoch on the transaction's other partitions "
+                              "(give their logs), or the coordinator broker's log; an abort tears the transaction if it "
+                              "committed",
+    "no-coordinator-record": "scan with the log dirs holding the cluster's __transaction_state partitions, or with "
+                             "--as-of now if the broker still runs",
+}
+# a hanging verdict by age alone: what would tell a two-phase-commit transaction from it
+AGE_ONLY_CANNOT_RULE_OUT_2PC = ("the coordinator's record of the producer (__transaction_state): a two-phase-commit "
+                                "transaction's has transaction timeout Integer.MAX_VALUE")
+# the columns :func:`decide` adds
+DECIDED = ("as_of_ms", "age_ms", "verdict", "undetermined_reason_code", "undetermined_reason", "settled_by")
+
+
+def _and(values: Iterable[bool | None]) -> bool | None:
+    """SQL's AND: false if any is false, else unknown if any is unknown."""
+    vals = list(values)
+    if any(v is False for v in vals):
+        return False
+    return None if any(v is None for v in vals) else True
+
+
+def _not(v: bool | None) -> bool | None:
+    return None if v is None else not v
+
+
+def _minus(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else a - b
+
+
+def _cmp(a: int | None, b: int | None, op: str) -> bool | None:
+    if a is None or b is None:
+        return None
+    return a > b if op == ">" else a <= b
+
+
+def clock_facts(ev: dict[str, Any], as_of_ms: int | None, max_timeout_ms: int) -> dict[str, bool | None]:
+    """The facts measured against the reference instant ``as_of_ms``: ``old`` (the
+    transaction began longer than ``transaction.max.timeout.ms`` ago), ``decision_old`` (the
+    coordinator decided longer ago than that), ``young`` (within its own timeout, capped at
+    the maximum, counted from the coordinator's start time), ``view_short`` (a log that may
+    have moved, not old, and a view of the coordinator that may not reach far enough)."""
+    old = _cmp(_minus(as_of_ms, ev.get("first_timestamp")), max_timeout_ms, ">")
+    timeout = ev.get("transaction_timeout_ms")
+    timeout = max_timeout_ms if timeout is None else min(timeout, max_timeout_ms)
+    start = ev.get("start_timestamp_ms")
+    started = ev.get("first_timestamp") if start is None else start
+    behind = ev.get("ev_coordinator_behind"), ev.get("ev_marker_maybe_later")
+    either = True if True in behind else (None if None in behind else False)
+    return {
+        "old": old,
+        "decision_old": _cmp(_minus(as_of_ms, ev.get("decision_ms")), max_timeout_ms, ">"),
+        "young": _cmp(_minus(as_of_ms, started), timeout, "<="),
+        "view_short": _and((ev.get("ev_moving"), _not(old), either)),
+    }
+
+
+def _holds(arm: Arm, facts: dict[str, bool | None]) -> bool:
+    return _and(_not(facts[f[1:]]) if f.startswith("~") else facts[f] for f in arm.when) is True
+
+
+def matching_arm(facts: dict[str, bool | None]) -> Arm:
+    """The first arm of :data:`ARMS` whose facts all hold (the last arm has none: always)."""
+    return next(a for a in ARMS if _holds(a, facts))
+
+
+def _reason_variant(code: str, ev: dict[str, Any]) -> str:
+    """The variant of reason ``code`` the evidence picks (its key in :data:`REASONS`)."""
+    if code == "later-offsets":
+        if ev.get("ev_log_moved"):
+            return "later-offsets/log-moved"
+        if ev.get("given_as") == SEGMENT_ALONE:
+            return "later-offsets/segment-alone"
+        later = ev.get("later_segments_not_given")
+        return "later-offsets/later-segments" if later is not None and later > 0 else "later-offsets/high-watermark"
+    if code == "read-while-moving":
+        return "read-while-moving/" + ("coordinator-behind" if ev.get("ev_coordinator_behind") else "marker-after-read")
+    if code == "no-coordinator-record":
+        return "no-coordinator-record/" + ("none-given" if ev.get("_coordinator_given") == 0 else "partly-given")
+    return code
+
+
+_FIELD = re.compile(r"\{(\w+)(\??)\}")
+
+
+def render(template: str, values: dict[str, Any]) -> str | None:
+    """``template`` with each ``{name}`` replaced by its value; None when a ``{name}`` value is
+    unknown (``{name?}``: ``?`` instead)."""
+    missing = False
+
+    def sub(m: re.Match) -> str:
+        nonlocal missing
+        v = values.get(m.group(1))
+        if v is None:
+            missing = missing or not m.group(2)
+            return "?"
+        return str(v)
+
+    text = _FIELD.sub(sub, template)
+    return None if missing else text
+
+
+def _values(ev: dict[str, Any]) -> dict[str, Any]:
+    """The evidence as the templates name it (the other copy's marker flattened, the last offset read)."""
+    closed = ev.get("_closed") or {}
+    end = ev.get("log_end_offset")
+    return {**ev, **{f"closed_{k}": v for k, v in closed.items()},
+            "last_offset_read": None if end is None else end - 1}
+
+
+def decide_one(ev: dict[str, Any], as_of_ms: int | None, max_timeout_ms: int) -> dict[str, Any]:
+    """The verdict of one evidence row: the :data:`DECIDED` columns."""
+    facts = {f: ev.get(f"ev_{f}") for f in FACTS}
+    facts.update(clock_facts(ev, as_of_ms, max_timeout_ms))
+    arm = matching_arm(facts)
+    code = variant = reason = settle = None
+    if arm.verdict == "undetermined":
+        code = arm.reason
+        variant = _reason_variant(code, ev)
+        reason = render(REASONS[variant], _values(ev))
+        settle = SETTLE.get(variant, SETTLE[code])
+    elif arm.verdict == "hanging" and facts["consulted"] is False:
+        settle = AGE_ONLY_CANNOT_RULE_OUT_2PC
+    return {"as_of_ms": as_of_ms, "age_ms": _minus(as_of_ms, ev.get("first_timestamp")), "verdict": arm.verdict,
+            "undetermined_reason_code": variant, "undetermined_reason": reason, "settled_by": settle}
+
+
+# a transaction's key: the replica, the producer id and the transaction's first offset
+KEY = (*REPLICA, "producer_id", "first_offset")
+# the evidence columns the decision reads (:func:`auditor.model.verdicts.open_transaction_evidence`)
+INPUTS = (*KEY, *(f"ev_{f}" for f in FACTS), "first_timestamp", "decision_ms", "transaction_timeout_ms",
+          "start_timestamp_ms", "_closed", "high_watermark", "log_end_offset", "given_as", "later_segments_not_given",
+          "next_not_given_offset", "decision_marker", "decision", "decision_record", "coordinator_state",
+          "coordinator_producer_epoch", "data_epoch_max", "_coordinator_given", "_coordinator_expected")
+
+
+def key_of(row: dict[str, Any]) -> tuple:
+    """The transaction ``row`` (a finding, a plot's session, an evidence row) is about."""
+    return tuple(row.get(k) for k in KEY)
+
+
+class Verdicts:
+    """Every open transaction's verdict, decided once per audit from the collected evidence
+    (:data:`INPUTS` rows) and the run's :class:`auditor.model.clock.Clock`; rules and the report
+    look a transaction's up by its key (:meth:`of`)."""
+
+    def __init__(self, evidence: Iterable[dict[str, Any]], clock) -> None:
+        self.clock = clock
+        self._by_key = {key_of(ev): decide_one(ev, clock.as_of(ev.get("cluster_id")), clock.max_timeout_ms)
+                        for ev in evidence}
+
+    def of(self, row: dict[str, Any]) -> dict[str, Any] | None:
+        """The :data:`DECIDED` values of the transaction ``row`` names (None: no open transaction there)."""
+        return self._by_key.get(key_of(row))
+
+    def __len__(self) -> int:
+        return len(self._by_key)
