@@ -365,14 +365,6 @@ class AuditContext:
 
         return local_df(self.spark, rows, schema)
 
-    def arrow_df(self, table):
-        """A DataFrame of a ``pyarrow.Table`` the driver holds (a view decided on the driver, such as
-        the verdicts), sent as Arrow data: no Python worker (:mod:`auditor.spark.local_rows`)."""
-        from auditor.spark.local_rows import arrow_df
-
-        df = arrow_df(self.spark, table)
-        return df.coalesce(1) if self.single_partition else df
-
 
 
 def _parquet_schema(path: Path):
