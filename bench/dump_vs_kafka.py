@@ -238,8 +238,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:14} {size / 1e6:7.1f} {count} | {k['cpu']:9.2f} {k['wall']:6.2f} {k['rss_mib']:7.0f} | "
                   f"{o['cpu']:8.2f} {o['wall']:6.2f} {o['rss_mib']:7.0f} | {k['cpu'] / o['cpu']:8.1f}x "
                   f"{k['wall'] / o['wall']:9.1f}x")
-        print(f"medians of {a.repeat}; ratio = Kafka / ours (goals: >= 5x headers, >= 2x --records (issue 12); "
-              f">= 3x --records of compressed batches and of many small files, headers too (issue 29)); "
+        print(f"medians of {a.repeat}; ratio = Kafka / ours (goals: >= 5x headers, >= 2x --records; "
+              f">= 3x --records of compressed batches and of many small files, headers too); "
               f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -9,8 +9,8 @@ and runs, each as a fresh ``txn-audit scan INPUTS --format json -q`` process tim
 * ``same``: the same command again (tables and findings reused: no Spark);
 * ``other-rule``: ``--rule stuck-lso`` (a subset of the rules that ran: the kept findings, filtered);
 * ``other-filter``: ``--severity critical --topic '*'`` (a report filter: the kept findings);
-* ``other-as-of``: ``--as-of`` an instant not used before (the verdicts change: the rules run
-  again on the kept tables, nothing is decoded);
+* ``other-as-of``: ``--as-of`` an instant not used before (the verdicts and ages change: they are
+  decided again from what the first audit collected, kept beside the tables: no Spark);
 * ``other-timeout``: ``--max-timeout-ms 60000`` (likewise).
 
 The figures are the best of ``--repeat`` rounds, with each case's ratio to ``first``; every case
