@@ -367,6 +367,21 @@ def plot_queries(ctx, stats: list[dict], keys: "list[tuple] | None" = None) -> d
     return {"ends": ends, "pins": pins, "sessions": sess, "hw": hw_rows}
 
 
+def _sessions_by_replica(sess: list[dict], verdicts) -> tuple[dict[tuple, list], dict[tuple, int]]:
+    """The collected producer sessions per replica (without the replica's columns), each open one
+    with the audit's verdict and age, and each replica's count of sessions before the cut."""
+    sess_by: dict[tuple, list] = {}
+    totals: dict[tuple, int] = {}
+    for r in sess:
+        k = tuple(r[c] for c in REPLICA)
+        d = {c: v for c, v in r.items() if c not in REPLICA}
+        v = verdicts.of(r) if d.get("state") == "open" else None
+        d.update(verdict=v and v["verdict"], age_ms=v and v["age_ms"])
+        totals[k] = int(d.pop("_total"))
+        sess_by.setdefault(k, []).append(d)
+    return sess_by, totals
+
+
 def build_plots(ctx, findings: list[dict], stats: list[dict], got: "dict[str, list[dict]] | None",
                 verdicts) -> dict[str, Any]:
     """LSO-lag series and producer sessions for the partitions with findings
@@ -399,16 +414,7 @@ def build_plots(ctx, findings: list[dict], stats: list[dict], got: "dict[str, li
     pins_by: dict[tuple, dict[int, Any]] = {}
     for r in pins:
         pins_by.setdefault(key(r), {})[r["bucket"]] = (r["pin"], int(r["open"]))
-    sess_by: dict[tuple, list] = {}
-    totals: dict[tuple, int] = {}
-    for r in sess:
-        d = dict(r)
-        v = verdicts.of(r) if d.get("state") == "open" else None
-        d.update(verdict=v and v["verdict"], age_ms=v and v["age_ms"])
-        totals[key(r)] = int(d.pop("_total"))
-        for c in REPLICA:
-            d.pop(c)
-        sess_by.setdefault(key(r), []).append(d)
+    sess_by, totals = _sessions_by_replica(sess, verdicts)
     hw_by = {key(r): r for r in hw_rows}
 
     out = []
