@@ -131,4 +131,4 @@ def test_an_undeclared_view_fails_at_once():
     ctx = RuleContext(AuditContext(None, "/nonexistent"), "rule x", ("partitions",))
     with pytest.raises(AttributeError, match="rule x reads view 'transactions' without declaring it"):
         ctx.transactions
-    assert ctx.options.transaction_max_timeout_ms == 900_000  # tables, options and helpers pass through
+    assert ctx.options.transaction_max_timeout_ms == 900_000  # tables and options pass through

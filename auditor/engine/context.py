@@ -15,10 +15,10 @@ views it declares (:class:`RuleContext`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import cached_property
 from pathlib import Path
 
-from auditor.engine.views import FACTS, HELPERS, VIEWS
+from auditor.engine.views import FACTS, VIEWS
 from auditor.model.livelog import Liveness, decide, recovery_points, row_bounds_columns
 from auditor.model.producer_state.spark import REPLICA
 from auditor.perf.cached_leaf import cached_leaf
@@ -41,22 +41,21 @@ class AuditOptions:
 
 class RuleContext:
     """What one reader (a rule, the report data) sees of the context: every table
-    and helper, and only the views it declares — an undeclared view fails at
+    and fact, and only the views it declares — an undeclared view fails at
     once, so the declarations the engine plans with are the truth."""
 
     def __init__(self, ctx: "AuditContext", reader: str, views) -> None:
         self._ctx, self._reader, self._views = ctx, reader, frozenset(views)
 
     def __getattr__(self, name: str):
-        need = name if name in VIEWS else (HELPERS[name].reads if name in HELPERS else None)
-        if need is not None and need not in self._views:
-            raise AttributeError(f"{self._reader} reads view {need!r} without declaring it")
+        if name in VIEWS and name not in self._views:
+            raise AttributeError(f"{self._reader} reads view {name!r} without declaring it")
         return getattr(self._ctx, name)
 
 
 class AuditContext:
     """The tables of one audit and the views built over them (an attribute named after a
-    view, fact or helper of :mod:`auditor.engine.views` is that view, fact or helper)."""
+    view or fact of :mod:`auditor.engine.views` is that view or fact)."""
 
     def __init__(self, spark, tables_dir: str, options: AuditOptions | None = None) -> None:
         self.spark = spark
@@ -75,9 +74,9 @@ class AuditContext:
         # join, aggregate and window): a few stages per query instead of one per exchange
         self.single_partition = False
 
-    # -- the registry's views, facts and helpers ------------------------------
+    # -- the registry's views and facts ---------------------------------------
     def __getattr__(self, name: str):
-        """``ctx.<view>``, ``ctx.<fact>``, ``ctx.<helper>`` (only asked for names the class lacks)."""
+        """``ctx.<view>``, ``ctx.<fact>`` (only asked for names the class lacks)."""
         if name.startswith("_"):
             raise AttributeError(name)
         own = getattr(type(self), name, None)
@@ -91,8 +90,6 @@ class AuditContext:
             if name not in self._facts:
                 self._facts[name] = FACTS[name](self)
             return self._facts[name]
-        if name in HELPERS:
-            return partial(HELPERS[name].fn, self)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def view(self, name: str):

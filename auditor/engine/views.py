@@ -13,7 +13,7 @@ the open transactions' verdicts (:mod:`auditor.model.verdicts`).
 Rules read them as attributes of their context (``ctx.transactions``) and declare the ones
 they read (``Rule.views``), so the engine knows each view's readers (:func:`closure`). Besides
 views, the registry holds *facts* (small driver-side values computed once per audit, such as
-:func:`coverage`) and *helpers* (functions over a context, which read the views they name).
+:func:`coverage`).
 
 A *replica* is (cluster_id, broker_id, log_dir, topic, partition): several brokers' copies of
 one partition are audited separately, and compared by the replica rule; the log dir keeps apart
@@ -45,17 +45,8 @@ class ViewSpec:
     build: Callable[["AuditContext"], object] | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
-class Helper:
-    """A function over the context that reads view ``reads`` (a reader must declare it)."""
-
-    fn: Callable
-    reads: str | None = None
-
-
 VIEWS: dict[str, ViewSpec] = {}
 FACTS: dict[str, Callable[["AuditContext"], object]] = {}
-HELPERS: dict[str, Helper] = {}
 
 
 def view(*, uses: tuple[str, ...] = ()):
@@ -70,14 +61,6 @@ def fact(fn):
     """Register a fact: a small value ``fn(ctx)`` computes once per audit."""
     FACTS[fn.__name__] = fn
     return fn
-
-
-def helper(*, reads: str | None = None):
-    """Register a helper: ``ctx.<name>(...)`` calls ``fn(ctx, ...)``."""
-    def deco(fn):
-        HELPERS[fn.__name__] = Helper(fn, reads)
-        return fn
-    return deco
 
 
 def closure(names) -> set[str]:

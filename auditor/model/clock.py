@@ -45,10 +45,6 @@ class Clock:
         """The reference instant of ``cluster_id``."""
         return self.given_ms if self.given_ms is not None else self.newest_ms.get(cluster_id)
 
-    def per_cluster(self) -> dict:
-        """The reference instant of every cluster of the input."""
-        return {c: self.as_of(c) for c in self.newest_ms}
-
     @property
     def run_as_of_ms(self) -> int:
         """The run's one figure (the header's "ages as of"): the given instant, else the newest

@@ -87,6 +87,8 @@ VERDICTS = ("in-flight", "two-phase-commit", "closed-after-the-copy", "markers-u
             "late-write", "unknown-to-coordinator", "hanging", "undetermined")
 # TransactionMetadata.isDistributedTwoPhaseCommitTxn(): txnTimeoutMs == Integer.MAX_VALUE (Kafka 4.3.1, 4.4.0)
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
+
+
 def open_transaction_evidence(open_txns, partitions, *, transactions, coordinator=None, stopped=None,
                               replicated: bool = True, leaders=None, persist=None):
     """``open_txns`` (the model's open transactions) with the replica's coverage
@@ -115,7 +117,8 @@ def open_transaction_evidence(open_txns, partitions, *, transactions, coordinato
     ``coordinator_producer_id``, ``transaction_timeout_ms``, ``start_timestamp_ms``,
     ``coordinator_topic_partitions`` (``topic-N`` strings), ``coordinator_partitions_in_dump``,
     ``age_only`` (no coordinator record could be consulted), the decision's columns
-    (:data:`auditor.model.decisions.DECISION_COLUMNS`), the facts, and :data:`EVIDENCE_ONLY`."""
+    (:data:`auditor.model.decisions.DECISION_COLUMNS`), the facts, and the rest of what the decision
+    reads (:data:`auditor.model.verdict_table.INPUTS`)."""
     from pyspark.sql import functions as F
 
     from auditor.model import decisions
