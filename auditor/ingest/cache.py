@@ -112,15 +112,20 @@ def keep_scan(tdir: str, digest: str, logdirs: list[str], run_id: str) -> None:
         prune(tables_home(), Path(tdir))
 
 
-def findings_key(kept: dict, as_of: int | None, max_timeout_ms: int, rules: tuple[str, ...]) -> str:
-    """Which audit's findings a directory under :data:`FINDINGS_CACHE` holds: the tables' ingest
-    run, the options that change verdicts (``--as-of`` as given: ``now`` is a new instant each
-    time, so it never matches), the rules run and the audit code (``audit_digest``)."""
+def _audit_key(found: dict, rules: tuple[str, ...], **options) -> str:
+    """Which audit a directory under :data:`FINDINGS_CACHE` or :data:`COLLECTED` holds: the
+    tables' ingest run (``found``: :func:`kept`), the ``options`` its contents depend on, the rules
+    run and the audit code (``audit_digest``)."""
     from auditor.tables.versions import audit_digest
 
-    key = {"tables_run": kept.get("run_id"), "as_of": as_of, "max_timeout_ms": max_timeout_ms,
-           "rules": sorted(rules), "audit": audit_digest()}
+    key = {"tables_run": found.get("run_id"), **options, "rules": sorted(rules), "audit": audit_digest()}
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+
+
+def findings_key(kept: dict, as_of: int | None, max_timeout_ms: int, rules: tuple[str, ...]) -> str:
+    """The findings' :func:`_audit_key`: with the options that change verdicts (``--as-of`` as
+    given: ``now`` is a new instant each time, so it never matches)."""
+    return _audit_key(kept, rules, as_of=as_of, max_timeout_ms=max_timeout_ms)
 
 
 def cached_findings(tdir: Path, kept: dict | None, as_of: int | None, max_timeout_ms: int,
@@ -166,13 +171,6 @@ def note_tables(findings: Path, tdir: Path) -> None:
         pass  # the report prints <TABLES> instead of the path
 
 
-def _collected_key(found: dict, rules: tuple[str, ...]) -> str:
-    from auditor.tables.versions import audit_digest
-
-    key = {"tables_run": found.get("run_id"), "rules": sorted(rules), "audit": audit_digest()}
-    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
-
-
 def collected_file(tdir: Path, found: dict | None, rules: tuple[str, ...], *, existing: bool = True) -> Path | None:
     """Where the collected rows of an audit of the tables ``found`` (:func:`kept`) with ``rules``
     are kept (``COLLECTED/<key>/collected.json``); with ``existing``, only a file that is there:
@@ -180,7 +178,7 @@ def collected_file(tdir: Path, found: dict | None, rules: tuple[str, ...], *, ex
     if found is None:
         return None
     for run in ((), tuple(rules)) if existing else (tuple(rules),):
-        path = tdir / COLLECTED / _collected_key(found, run) / "collected.json"
+        path = tdir / COLLECTED / _audit_key(found, run) / "collected.json"  # no option: none changes them
         if not existing or path.is_file():
             return path
     return None
