@@ -679,6 +679,7 @@ class KafkaCluster(_Running):
                                         log_level=log_level, start_timeout=start_timeout, node_id=i,
                                         quorum_voters=voters, port=p, controller_port=c, min_brokers=n)
         self.timings: dict[str, float] = {}
+        self.killed_without_quorum: list[int] = []
 
     @property
     def bootstrap(self) -> str:
@@ -723,21 +724,51 @@ class KafkaCluster(_Running):
             b.overrides.update(overrides)
         return self.start_node(node_id)
 
+    #: How long a node may go on after the quorum lost its majority (its peers exited) before it is
+    #: SIGKILLed: its controlled shutdown waits for a controller that cannot be elected any more
+    #: (``BrokerServer.shutdown`` gives up only after 5 minutes, then shuts down as usual).
+    QUORUMLESS_GRACE_S = 30.0
+
     def stop(self, timeout: float = 120.0) -> None:
-        """Clean shutdown of every running node, all SIGTERMed at once (see the class doc)."""
+        """Clean shutdown of every running node, all SIGTERMed at once (see the class doc).
+
+        A node still running once fewer than a majority of voters are left cannot have its controlled
+        shutdown approved; after :data:`QUORUMLESS_GRACE_S` it is SIGKILLed (its id kept in
+        :attr:`killed_without_quorum`), not reported as an error: its log is then recovered
+        at its next start, as after any unclean stop. A node that overruns ``timeout`` while a
+        quorum is still there is an error."""
         t0 = time.monotonic()
         running = [b for b in self.nodes.values() if b.running]
         for b in running:
             b.terminate()
+        majority = self.n // 2 + 1
+        lost_at: float | None = None
+        killed: list[int] = []
         errors = []
+        while True:
+            left = [(i, b) for i, b in self.nodes.items() if b.running]
+            now = time.monotonic()
+            if not left:
+                break
+            if len(left) < majority and lost_at is None:
+                lost_at = now
+            if lost_at is not None and now - lost_at > self.QUORUMLESS_GRACE_S:
+                for i, b in left:
+                    b.kill()
+                    killed.append(i)
+                break
+            if now - t0 > timeout:
+                for _, b in left:
+                    b.kill()
+                    errors.append(f"Kafka {self.version} did not stop within {timeout}s; killed:\n{b.log_tail()}")
+                break
+            time.sleep(0.2)
         for b in running:
-            try:
-                b.wait_stopped(timeout)
-            except BrokerError as e:
-                errors.append(str(e))
+            b.wait_stopped(timeout)
         for b in self.nodes.values():
             b._close()
         self.timings["stop_s"] = time.monotonic() - t0
+        self.killed_without_quorum = killed
         if errors:
             raise BrokerError("\n\n".join(errors))
 
