@@ -224,16 +224,18 @@ class TableSet:
         return self
 
     def not_given(self, topic: str, partition: int, *, before: int = 0, after: int = 0, between: int = 0,
-                  next_not_given_offset: int | None = None, broker_id: int | None = None) -> "TableSet":
+                  next_not_given_offset: int | None = None, gap_from_offset: int | None = None,
+                  gap_to_offset: int | None = None, broker_id: int | None = None) -> "TableSet":
         """The partition was given segment by segment: its directory had ``before`` / ``after`` /
         ``between`` live segments that were not (the ingest manifest's ``not_given``,
-        :mod:`auditor.ingest.not_given`)."""
+        :mod:`auditor.ingest.not_given`; the ones between span ``gap_from_offset`` to ``gap_to_offset``)."""
         ctx = self._ctx(topic, partition, broker_id)
         self.not_given_rows.append({
             "cluster_id": ctx["cluster_id"], "log_dir": ctx["log_dir"], "topic": topic, "partition": partition,
             "dir": f"{ctx['log_dir']}/{topic}-{partition}", "segments_in_dir": None, "segments_given": None,
             "before": before, "after": after, "between": between, "first_given_offset": None,
-            "next_not_given_offset": next_not_given_offset})
+            "next_not_given_offset": next_not_given_offset, "gap_from_offset": gap_from_offset,
+            "gap_to_offset": gap_to_offset})
         return self
 
     def remote_segment(self, topic: str, partition: int, start_offset: int, end_offset: int, *, segment_id: str,

@@ -557,6 +557,36 @@ def test_segment_grows_between_discovery_and_decode(tmp_path, path):
     assert _decode(tasks[path]) == ([0, 2, 4], [])  # the file as it was sized, consistently
 
 
+@pytest.mark.parametrize("path", ["active", "mapped"])
+def test_segment_replaced_between_discovery_and_decode(tmp_path, path):
+    """The cleaner of a running broker swaps a cleaned segment in under the old name: the file at the
+    path is not the one listed, and it is not read (the partition would be read as of two times)."""
+    batches, tasks = _segment_tasks(tmp_path)
+    seg = Path(tasks[path]["path"])
+    swap = seg.with_name(seg.name + ".swap")
+    swap.write_bytes(b"".join(batches))  # the same bytes, even: another file
+    os.replace(swap, seg)
+    assert _decode(tasks[path]) == ([], [("unreadable", 0)])
+    from auditor.ingest.tables import TABLES, iter_rows
+
+    (row,) = list(iter_rows(TABLES["batches"], tasks[path]))
+    assert "changed since it was listed" in row["_problem_message"]
+
+
+def test_a_segment_not_read_between_others_is_a_gap_in_the_partition():
+    """What the verdicts read of a segment left unread between two read ones (auditor.model.coverage):
+    a segment between the given ones, and the offsets it spans."""
+    from auditor.model import coverage
+
+    def seg(base: int, status: str) -> dict:
+        return {"kind": "segment", "file_status": "live", "topic": "kv", "partition": 0, "log_dir": "/d",
+                "cluster_id": "c", "broker_id": 1, "base_offset": base, "status": status}
+
+    cov = coverage.build([seg(0, "ok"), seg(10, "unreadable"), seg(20, "ok")], [], None)
+    (r,) = [r for r in cov.replicas if r[3:5] == ("kv", 0)]
+    assert (r[6], r[7], r[8], r[10], r[11]) == (0, 0, 1, 10, 20)
+
+
 _TRUNCATE_WHILE_MAPPED = textwrap.dedent("""
     import json, os, sys
     from auditor.ingest.tables import TABLES, decode_task

@@ -41,6 +41,8 @@ TASK_SCHEMA = pa.schema(
         pa.field("range_start", pa.int64()),
         pa.field("range_end", pa.int64()),
         pa.field("active", pa.bool_()),
+        # the inode discovery listed the file with (local files; null elsewhere)
+        pa.field("inode", pa.int64()),
     ]
 )
 

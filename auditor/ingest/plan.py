@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass
 
 from auditor.errors import DecodeError
-from auditor.ingest.discovery import FileInfo, classify_file, discover
+from auditor.ingest.discovery import IDENTITY, FileInfo, classify_file, discover
 from auditor.ingest import remote_store
 from auditor.ingest.storage import file_size, join, open_input
 
@@ -199,6 +199,7 @@ def make_plan(inputs: list[str], split_bytes: int = DEFAULT_SPLIT_BYTES) -> Plan
             # the newest segment of a partition is the one a running broker may still append to
             # or truncate: it is read with plain reads, never memory-mapped
             "active": fi.kind != "segment" or newest.get(posixpath.dirname(fi.path), -1) in (-1, fi.base_offset),
+            "inode": (fi.extra.get(IDENTITY) or (None, None))[1],
         }
         split = max(1, split_bytes // RECORD_TOPIC_SPLIT_DIVISOR) if fi.topic in RECORD_TOPICS else split_bytes
         if fi.kind == "segment" and fi.size > split and fi.base_offset is not None:

@@ -8,6 +8,7 @@ local runner both call it.
 
 from __future__ import annotations
 
+import os
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import cached_property
@@ -75,6 +76,27 @@ def _open(task: dict):
     if task["kind"] in DUMPED_SEGMENTS:  # a block of kafka-dump-log text: read from the text file
         return open_input(dumplog.text_path(task["path"]))
     return open_input(task["path"])
+
+
+def replaced(task: dict, f) -> str | None:
+    """Why a segment opened for ``task`` is not the file discovery listed, or None: another inode is at
+    its path now. On a running broker the cleaner swaps a cleaned segment in under the old name
+    (``.cleaned`` -> ``.swap`` -> ``.log``) and recovery rewrites segments; a segment so replaced holds
+    the log as of a later time than the segments read before it (a compacted partition read half
+    before and half after a cleaning can show a transaction's data without the marker the later
+    cleaning removed), so it is not read: the partition's view keeps a gap there, which the model
+    treats as a segment not given (:func:`auditor.model.coverage.build`). Only segments: the broker
+    rewrites its checkpoints by renaming a new file in every few seconds, and a newer checkpoint is
+    what tells that the log moved."""
+    listed = task.get("inode")
+    if task.get("kind") != "segment" or listed is None or not hasattr(f, "fileno"):
+        return None
+    now = os.fstat(f.fileno()).st_ino
+    if now == listed:
+        return None
+    return (f"changed since it was listed: another file (inode {now}, listed as {listed}) is at its path now "
+            "(a running broker's cleaner or recovery replaced the segment); not read, so that the partition is "
+            "not read as of two times")
 
 
 def _range(task: dict) -> tuple[int, int | None]:
@@ -360,8 +382,13 @@ def decode_task(spec: TableSpec, task: dict, f=None) -> Iterator["dict | pa.Reco
     if f is None:
         try:
             opened = _open(task)
+            why = replaced(task, opened)
         except OSError as exc:
             yield Problem("unreadable", 0, f"cannot open: {exc.strerror or exc}").row(ctx)
+            return
+        if why is not None:
+            opened.close()
+            yield Problem("unreadable", 0, why).row(ctx)
             return
     else:
         f.seek(0)

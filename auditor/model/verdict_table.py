@@ -35,7 +35,7 @@ from auditor.model.replica_key import REPLICA
 
 
 # the facts the evidence holds (columns ``ev_<name>``), each true, false or null
-FACTS = ("log_end_known", "closed_elsewhere", "log_moved", "consulted", "known", "ongoing_here", "two_phase",
+FACTS = ("log_end_known", "gap_after_start", "closed_elsewhere", "log_moved", "consulted", "known", "ongoing_here", "two_phase",
          "moving", "coordinator_behind", "marker_maybe_later", "session_had_marker", "decided", "by_coordinator",
          "completed", "marker_after_read", "leader_then_known", "decision_commit", "moved_past")
 # the facts measured against the reference instant (:func:`clock_facts`)
@@ -54,6 +54,7 @@ class Arm:
 ARMS: tuple[Arm, ...] = (
     Arm("undetermined", ("closed_elsewhere",), "copy-behind"),
     Arm("undetermined", ("~log_end_known",), "later-offsets"),
+    Arm("undetermined", ("gap_after_start",), "segments-between"),
     # before the age test: the coordinator never times a two-phase-commit transaction out
     Arm("two-phase-commit", ("consulted", "known", "ongoing_here", "two_phase")),
     # decided: the markers are being written, are overdue, were dropped, or came after the read
@@ -91,6 +92,9 @@ REASONS: dict[str, str] = {
                                     "directory, from offset {next_not_given_offset}",
     "later-offsets/high-watermark": _NOT_GIVEN + "the high watermark {high_watermark} lies beyond the last given offset "
                                     "{last_offset_read}",
+    "segments-between": _NOT_GIVEN + "{segments_not_given_between} segment(s) of the partition's directory between "
+                        "the given ones, from offset {gap_from_offset?} (left out, or gone or replaced by the "
+                        "broker while it ran and was read)",
     "deciding": "the transaction's {decision_marker} shows the coordinator decided {decision} less than "
                 "transaction.max.timeout.ms ago: this partition's marker may still come",
     "completed-after-read": _NOT_STOPPED + "the coordinator completed the transaction ({decision_record}) after the newest "
@@ -122,6 +126,8 @@ SETTLE: dict[str, str] = {
                    "itself; an earlier dump is superseded by the copy holding the marker",
     "later-offsets/log-moved": _AGAIN,
     "later-offsets": "scan the whole partition directory",
+    "segments-between": "scan the whole partition directory (of a running broker: again, or a copy taken while it "
+                        "was stopped)",
     "deciding": "scan again after transaction.max.timeout.ms, or describe the transaction online (kafka-transactions.sh "
                 "describe); never abort it while the coordinator decided COMMIT",
     "completed-after-read": "the cluster's __cluster_metadata log (the partition's leader when the coordinator "
@@ -258,7 +264,7 @@ KEY = (*REPLICA, "producer_id", "first_offset")
 # the evidence columns the decision reads (:func:`auditor.model.verdicts.open_transaction_evidence`)
 INPUTS = (*KEY, *(f"ev_{f}" for f in FACTS), "first_timestamp", "decision_ms", "transaction_timeout_ms",
           "start_timestamp_ms", "_closed", "high_watermark", "log_end_offset", "given_as", "later_segments_not_given",
-          "next_not_given_offset", "decision_marker", "decision", "decision_record", "coordinator_state",
+          "next_not_given_offset", "segments_not_given_between", "gap_from_offset", "decision_marker", "decision", "decision_record", "coordinator_state",
           "coordinator_producer_epoch", "data_epoch_max", "_coordinator_given", "_coordinator_expected")
 
 
