@@ -143,6 +143,7 @@ def warm_child(tables: str, rounds: int, pieces: list[str]) -> None:
     one with each piece off (order rotated), each timed in wall seconds and CPU seconds of this
     process and its driver JVM (/proc). The first two audits warm the JVM up and are not counted."""
     from auditor.engine.runner import audit
+    from auditor.report.spark.data import ReportData
     from auditor.spark.session import get_spark
 
     spark = get_spark(small_input=True, delta=False)
@@ -159,7 +160,7 @@ def warm_child(tables: str, rounds: int, pieces: list[str]) -> None:
         else:
             os.environ[DISABLE_ENV] = config
         c0, t0 = cpu(), time.monotonic()
-        audit(spark, tables, report=True)
+        audit(spark, tables, report=ReportData())
         return time.monotonic() - t0, cpu() - c0
 
     one("on"), one("on")

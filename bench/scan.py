@@ -57,6 +57,7 @@ def child(dirs: list[str]) -> dict:
         sc = spark.sparkContext
         t_session = time.monotonic() - t_start - t_inputs
         from auditor.engine.runner import audit
+        from auditor.report.spark.data import ReportData
 
         sc.setJobGroup("ingest", "ingest")
         res_in = ingest(spark, dirs, f"{tmp}/tables", plan=plan, decoded=decoded, local_decode=local)
@@ -65,7 +66,7 @@ def child(dirs: list[str]) -> dict:
                 sc.setJobGroup("report", "report")
 
         sc.setJobGroup("audit", "audit")
-        res = audit(spark, f"{tmp}/tables", report=True, progress=progress)
+        res = audit(spark, f"{tmp}/tables", report=ReportData(), progress=progress)
         t0 = time.monotonic()
         from auditor.report import from_audit
         from auditor.report.render_json import render_json

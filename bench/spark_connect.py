@@ -43,9 +43,10 @@ def child(kind: str, tables: str) -> dict:
     spark = (builder.remote("local[2]") if kind == "connect" else builder.master("local[2]")).getOrCreate()
     t_session = time.monotonic() - t0
     from auditor.engine.runner import audit
+    from auditor.report.spark.data import ReportData
 
     t1 = time.monotonic()
-    res = audit(spark, tables, report=True)
+    res = audit(spark, tables, report=ReportData())
     t_audit = time.monotonic() - t1
     keys = sorted({(f["rule"], f.get("topic"), f.get("partition"), f.get("producer_id"), f.get("first_offset"))
                    for f in res.findings}, key=repr)

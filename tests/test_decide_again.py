@@ -21,6 +21,7 @@ import pytest
 from conftest import SAMPLE_LOGS
 from auditor.engine.context import AuditOptions
 from auditor.engine.runner import Collected, audit, finish_again
+from auditor.report.spark.data import ReportData
 
 pytestmark = pytest.mark.spark
 
@@ -47,7 +48,7 @@ def tables(spark, tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def first(spark, tables):
-    return audit(spark, tables, options=OPTIONS["newest-record"], report=True)
+    return audit(spark, tables, options=OPTIONS["newest-record"], report=ReportData())
 
 
 def _comparable(res) -> dict:
@@ -63,8 +64,8 @@ def _comparable(res) -> dict:
 @pytest.mark.parametrize("name", sorted(OPTIONS))
 def test_decided_again_equals_a_full_audit(spark, tables, first, name):
     assert first.collected is not None and first.collected.complete  # the plot rows came with the rules
-    full = audit(spark, tables, options=OPTIONS[name], report=True) if name != "newest-record" else first
-    again = finish_again(first.collected, OPTIONS[name])
+    full = audit(spark, tables, options=OPTIONS[name], report=ReportData()) if name != "newest-record" else first
+    again = finish_again(first.collected, OPTIONS[name], report=ReportData())
     assert full.report_error is None and full.findings
     assert _comparable(again) == _comparable(full)
 
@@ -74,7 +75,7 @@ def test_the_options_change_the_verdicts(first):
     def kinds(res):
         return sorted((f["rule"], f["kind"]) for f in res.findings)
 
-    decided = {name: finish_again(first.collected, opts) for name, opts in OPTIONS.items()}
+    decided = {name: finish_again(first.collected, opts, report=ReportData()) for name, opts in OPTIONS.items()}
     outcomes = {name: kinds(res) for name, res in decided.items()}
     assert outcomes["newest-record"] != outcomes["given-late"]
     # each option gives its own audit (the ages, the timeouts judged against, at least)
@@ -86,7 +87,7 @@ def test_the_options_change_the_verdicts(first):
 
 
 def test_a_subset_of_the_rules(first):
-    again = finish_again(first.collected, OPTIONS["given-late"], ["stuck-lso"])
+    again = finish_again(first.collected, OPTIONS["given-late"], ["stuck-lso"], report=ReportData())
     assert again.findings and {f["rule"] for f in again.findings} == {"stuck-lso"}
     assert set(again.skipped) <= {"stuck-lso"}
 
@@ -96,8 +97,8 @@ def test_collected_rows_survive_their_file(first, tmp_path):
     first.collected.save(path)
     assert not list(tmp_path.glob(".*.tmp"))  # written whole: no temporary file left
     loaded = Collected.load(path)
-    assert _comparable(finish_again(loaded, OPTIONS["given-late"])) == _comparable(
-        finish_again(first.collected, OPTIONS["given-late"]))
+    assert _comparable(finish_again(loaded, OPTIONS["given-late"], report=ReportData())) == _comparable(
+        finish_again(first.collected, OPTIONS["given-late"], report=ReportData()))
     path.write_text(path.read_text()[:100])  # cut short: the audit runs instead
     assert Collected.load(path) is None
 

@@ -383,6 +383,7 @@ def test_texts_of_one_cluster_are_one_cluster(spark, tmp_path):
     broker's text taken three times, as three brokers' bundles would hold it) are one cluster whose
     open transaction is one finding over three replicas -- not three clusters with a finding each."""
     from auditor.engine.runner import audit
+    from auditor.report.spark.data import ReportData
     from auditor.ingest.spark_job import ingest
 
     (tmp_path / "a").mkdir()
@@ -393,7 +394,7 @@ def test_texts_of_one_cluster_are_one_cluster(spark, tmp_path):
         texts[-1].write_bytes(one.read_bytes())
     out = tmp_path / "tables"
     ingest(spark, [str(t) for t in texts], str(out))
-    res = audit(spark, str(out), report=True)
+    res = audit(spark, str(out), report=ReportData())
     clusters = {c["cluster_id"] for c in res.summary["clusters"]}
     assert len(clusters) == 1 and all(c.startswith("topic-id:") for c in clusters), clusters
     late = [f for f in res.findings if f["rule"] == "hanging-transaction" and f["topic"] == "transfers"]

@@ -15,7 +15,7 @@ import re
 from report_helpers import dump_dom, has_class, layout, parse_html
 from auditor.engine.rule import catalog, severity_rank
 from auditor.report import build_report, render
-from auditor.report.messages import render as render_detection
+from auditor.engine.messages import render as render_detection
 from auditor.report.render_table import also_text
 
 T0 = 1_714_564_800_000  # 2024-05-01T12:00:00Z

@@ -25,7 +25,7 @@ from auditor.engine.findings import FINDING_COLUMNS
 from auditor.report.spark.data import empty_summary
 from auditor.report import Filters, build_report, load_report, render
 from auditor.engine.rule import catalog
-from auditor.report.messages import render as render_detection
+from auditor.engine.messages import render as render_detection
 from auditor.report.model import FindingsDirError, format_duration, load_findings_dir, parse_duration, parse_time
 from auditor.report.render_markdown import md_code_block, md_text
 from auditor.report.render_table import render_table
@@ -38,7 +38,7 @@ HOSTILE_IDS = ["[red]x[/red]", "<script>alert(1)</script>", "a|b `c` **d** [l](h
 
 def finding(**kw) -> dict:
     """A finding as the engine makes it: a detection of a real rule's kind, rendered
-    (auditor.report.messages), then any non-location field overridden (severity, message)."""
+    (auditor.engine.messages), then any non-location field overridden (severity, message)."""
     rule = catalog()[kw.pop("rule", "hanging-transaction")]
     kind = kw.pop("kind", "hanging" if rule.id == "hanging-transaction" else next(iter(rule.kinds)))
     ev = {n: None for n in rule.evidence_types}

@@ -22,7 +22,7 @@ import pytest
 
 from auditor.engine.findings import DETECTION_COLUMNS
 from auditor.engine.rule import discover
-from auditor.report.messages import fill, template_fields
+from auditor.engine.messages import fill, template_fields
 
 ALL_RULES = discover()
 COLUMNS = {n for n, _ in DETECTION_COLUMNS}
@@ -111,7 +111,7 @@ def test_views_are_released_after_their_last_reader():
     from auditor.report.spark.data import VIEWS_READ
 
     order = [r.id for r in ALL_RULES]
-    plan = release_plan(ALL_RULES, report=False)
+    plan = release_plan(ALL_RULES)
     after = {v: order[i] for i, vs in plan.items() for v in vs}
     # every view some rule reads (or one it is built on) is released exactly once, after its last reader
     assert set(after) == closure(v for r in ALL_RULES for v in r.views)
@@ -121,7 +121,7 @@ def test_views_are_released_after_their_last_reader():
     assert after["coordinator_history"] == "transaction-state-violation"
     assert after["producer_batches"] == "unknown-producer-gap"  # sequence_breaks is built on it
     # with the report data to come, what it reads stays until close()
-    with_report = {v for vs in release_plan(ALL_RULES, report=True).values() for v in vs}
+    with_report = {v for vs in release_plan(ALL_RULES, VIEWS_READ).values() for v in vs}
     assert not with_report & closure(VIEWS_READ) and "sequence_breaks" in with_report
 
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from conftest import SAMPLE_LOGS
 from auditor.engine.runner import audit
+from auditor.report.spark.data import ReportData
 from auditor.ingest.spark_job import ingest
 from auditor.formats.checkpoints import read_meta_properties
 from torn_abort import torn_by_advice
@@ -74,11 +74,9 @@ def results(spark, tmp_path_factory):
             # test_audit_modes_agree: the small-input settings with every partition's plot series
             # collected with the rules (the cap raised: whatever the rows this group's plots come to),
             # with them collected after the findings, and the same tables with a large input's
-            with _early_plot_cap(10**6):
-                res = audit(spark, str(out), report=True)
-            with _early_plot_cap(0):
-                late = audit(spark, str(out), report=True)
-            modes = {True: res, "late": late, False: audit(spark, str(out), report=True, small=False),
+            res = audit(spark, str(out), report=ReportData(early_plot_rows=10**6))
+            late = audit(spark, str(out), report=ReportData(early_plot_rows=0))
+            modes = {True: res, "late": late, False: audit(spark, str(out), report=ReportData(), small=False),
                      "tables": str(out), "inputs": [str(s) for s in g.values()]}
         else:
             res = audit(spark, str(out))
@@ -96,18 +94,6 @@ def test_no_abort_for_a_transaction_the_coordinator_committed(results):
     _, per, _ = results
     every = [f for fs in per.values() for f in fs]
     assert [t for root in TABLE_ROOTS for t in torn_by_advice(root, every)] == []
-
-
-@contextmanager
-def _early_plot_cap(rows: int):
-    from auditor.engine import runner as audit_module
-
-    before = audit_module.EARLY_PLOT_ROWS
-    audit_module.EARLY_PLOT_ROWS = rows
-    try:
-        yield
-    finally:
-        audit_module.EARLY_PLOT_ROWS = before
 
 
 def _key(f: dict) -> tuple:
@@ -154,13 +140,13 @@ def test_plot_rows_bound_covers_every_series(spark, results):
     collected for every partition of real captures, each series stays within its part of it."""
     from auditor.engine.collect import collect_many
     from auditor.engine.context import AuditContext
-    from auditor.engine.runner import _report_context
+    from auditor.engine.runner import _reader_context
     from auditor.report.spark.data import LSO_BUCKETS, plot_queries, plot_rows_bound, summary_queries
 
     spark.catalog.clearCache()  # what earlier tests of this session left cached is not this test's heap
     ctx = AuditContext(spark, results[2]["tables"])
     try:
-        rc = _report_context(ctx)
+        rc = _reader_context(ctx, ReportData())
         stats = collect_many(summary_queries(rc))["replica_stats"]
         got = collect_many(plot_queries(rc, stats))
     finally:

@@ -170,13 +170,14 @@ def incident_dirs(spark, tmp_path_factory) -> dict[str, Path]:
     """Each capture with a critical finding audited alone (one shared Spark session), its
     findings directory written as ``scan --out`` writes it."""
     from auditor.engine.runner import audit, write_findings
+    from auditor.report.spark.data import ReportData
     from auditor.ingest.spark_job import ingest
 
     dirs = {}
     for name in _critical_captures():
         base = tmp_path_factory.mktemp(name)
         ingest(spark, [str(SAMPLE_LOGS / name)], str(base / "tables"))
-        res = audit(spark, str(base / "tables"), report=True)
+        res = audit(spark, str(base / "tables"), report=ReportData())
         write_findings(spark, res, str(base / "findings"))
         dirs[name] = base / "findings"
     return dirs

@@ -128,10 +128,11 @@ def _start_decode(plan, master, tables_dir: str):
 
 def _run_audit(spark, tables, rules, as_of, max_timeout_ms, findings_out, progress):
     from auditor.engine.runner import audit
+    from auditor.report.spark.data import ReportData
 
     try:
         return audit(spark, tables, options=_options(as_of, max_timeout_ms), only=list(rules), out=findings_out,
-                     progress=progress, report=True)
+                     progress=progress, report=ReportData())
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -379,6 +380,7 @@ def _decide_again(tdir: Path, kept: dict, rules, as_of, max_timeout_ms: int, qui
     if path is None:
         return None
     from auditor.engine.runner import Collected, finish_again
+    from auditor.report.spark.data import ReportData
 
     collected = Collected.load(path)
     if collected is None or not collected.complete:
@@ -387,7 +389,7 @@ def _decide_again(tdir: Path, kept: dict, rules, as_of, max_timeout_ms: int, qui
         err.print(f"[dim]inputs unchanged since scan {safe(kept.get('run_id'))}: deciding the verdicts again from "
                   f"that audit's collected rows in {safe(str(tdir))} (no Spark)[/dim]")
     try:
-        return finish_again(collected, _options(as_of, max_timeout_ms), list(rules))
+        return finish_again(collected, _options(as_of, max_timeout_ms), list(rules), report=ReportData())
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 

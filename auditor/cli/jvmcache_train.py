@@ -19,13 +19,14 @@ def train(target: str, inputs: list[str]) -> None:
     JVM archives its classes at exit (when this process ends)."""
     from auditor.engine.runner import audit
     from auditor.ingest.spark_job import ingest
+    from auditor.report.spark.data import ReportData
     from auditor.spark.session import get_spark
 
     spark = get_spark(conf={"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={target} {QUIET}"},
                       delta=False)
     with tempfile.TemporaryDirectory(prefix="txn-audit-cds-") as tmp:
         ingest(spark, inputs, f"{tmp}/tables")
-        audit(spark, f"{tmp}/tables", report=True, out=f"{tmp}/findings")
+        audit(spark, f"{tmp}/tables", report=ReportData(), out=f"{tmp}/findings")
     spark.stop()
 
 

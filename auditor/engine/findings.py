@@ -4,7 +4,7 @@ A rule returns *detections* (:class:`auditor.engine.rule.Rule`): any subset of
 :data:`DETECTION_COLUMNS`, a ``kind`` and a typed ``evidence`` struct.
 :func:`conform` gives them one schema (nulls for missing columns, the evidence
 checked against the rule's declaration and carried as JSON so every rule's rows
-fit one union); :mod:`auditor.report.messages` then adds what the kind says
+fit one union); :mod:`auditor.engine.messages` then adds what the kind says
 (severity, message, remediation) and :func:`group_replicas` folds the copies of
 one finding that several replicas of a partition show.
 

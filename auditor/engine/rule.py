@@ -64,7 +64,7 @@ class Kind:
     for it, the commands that fix it and the advice around them.
 
     Templates are ``str.format`` fields over the finding's columns and evidence, with
-    the specs of :mod:`auditor.report.messages` (``{duration_ms:duration}``,
+    the specs of :mod:`auditor.engine.messages` (``{duration_ms:duration}``,
     ``{consumer_groups:list}``); text in ``[[...]]`` is left out when a field in it is empty.
     A kind whose finding needs no action (an in-flight transaction) has no commands."""
 
@@ -86,7 +86,7 @@ class Rule:
     columns (any of :data:`auditor.engine.findings.DETECTION_COLUMNS`), ``kind``
     (a key of ``kinds``) and ``evidence``, a struct with exactly the fields of
     ``evidence``. Severity, message and remediation come from the kind, rendered
-    by the report layer (:mod:`auditor.report.messages`), never assembled in Spark.
+    on the driver from its templates (:mod:`auditor.engine.messages`), never assembled in Spark.
     """
 
     id: str

@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from auditor.engine.context import AuditContext, AuditOptions, RuleContext
 from auditor.engine.findings import conform, detection, findings_arrow_schema, group_replicas, stored_evidence
@@ -30,7 +30,7 @@ class AuditResult:
     skipped: dict[str, str] = field(default_factory=dict)
     as_of_ms: int = 0
     as_of_given: bool = False  # --as-of given; else as_of_ms is the newest record of each cluster's input
-    summary: dict = field(default_factory=dict)  # report data (``report=True``): see auditor.report.spark.data
+    summary: dict = field(default_factory=dict)  # the report data's (a ``report`` reader given): see Reader
     plots: dict = field(default_factory=dict)
     report_error: str | None = None  # report data could not be computed (findings are still complete)
     run_id: str | None = None  # set by write_findings
@@ -42,6 +42,37 @@ class AuditResult:
     # what the queries collected, before anything depending on the reference instant was decided: a
     # second audit of the same tables with another --as-of or timeout finishes from it (finish_again)
     collected: "Collected | None" = None
+    report_data_version: int | None = None  # the reader's, with its summary and plots
+
+
+class Reader(Protocol):
+    """What an audit collects besides the rules' detections, in the same Spark jobs: the report
+    data (:class:`auditor.report.spark.data.ReportData`, passed in by the commands that report).
+    It reads ``views`` through a context of its own (kept until it is done), its ``queries`` run
+    while the rules are built, its ``early_queries`` (None: not now) with the rules; what it
+    builds of them is kept in :class:`Collected`, and :meth:`finish` completes it once the
+    findings and the verdicts are decided. A failure of a reader is its own (``report_error``):
+    the findings stand."""
+
+    name: str
+    views: tuple[str, ...]
+    version: int
+
+    def queries(self, ctx) -> dict[str, object]:
+        """Queries by name, collected with the clock's (``newest``) in one job."""
+
+    def early_queries(self, ctx, rows: dict[str, list[dict]]) -> "dict[str, object] | None":
+        """Queries to collect with the rules, from the collected :meth:`queries`; None: after."""
+
+    def collected(self, ctx, rows: dict[str, list[dict]]) -> tuple[dict, dict]:
+        """``(summary, summary_rows)`` from the collected :meth:`queries`: nothing depending on
+        the reference instant."""
+
+    def finish(self, ctx, summary: dict, summary_rows: dict, early_rows: "dict | None", findings: list[dict],
+               clock, verdicts) -> tuple[dict, dict]:
+        """``(summary, plots)``: ``summary`` with the clock's reference instants, the plots of
+        ``findings`` (from ``early_rows``, or through ``ctx`` when they were not collected; ``ctx``
+        is None when deciding again without Spark)."""
 
 
 @dataclass
@@ -102,13 +133,13 @@ def audit(
     only: tuple[str, ...] | list[str] = (),
     out: str | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-    report: bool = False,
+    report: Reader | None = None,
     context: type[AuditContext] = AuditContext,
     small: bool | None = None,
 ) -> AuditResult:
-    """Run the rules over ``tables_dir``. With ``report`` also compute the run
-    summary and plot series reports show (:mod:`auditor.report.spark.data`); they are saved
-    with the findings when ``out`` is given, so ``txn-audit report`` needs no Spark.
+    """Run the rules over ``tables_dir``. With a ``report`` reader also compute what it reads
+    (:class:`Reader`: the run summary and plot series reports show); they are saved with the
+    findings when ``out`` is given, so ``txn-audit report`` needs no Spark.
 
     ``context`` says where the tables come from: Parquet directories written by
     ``ingest`` (the default) or the batch job's Delta tables
@@ -147,18 +178,15 @@ def _runnable(ctx: AuditContext, rule: Rule, result: AuditResult) -> bool:
     return not missing
 
 
-def release_plan(rules: list[Rule], report: bool) -> dict[int, list[str]]:
+def release_plan(rules: list[Rule], kept: tuple[str, ...] = ()) -> dict[int, list[str]]:
     """After which rule (by index) each view can be released: the last rule that
-    reads it or a view built on it; the report data (after every rule) keeps its own."""
-    from auditor.report.spark.data import VIEWS_READ
-
+    reads it or a view built on it; a reader's views (``kept``; read after every rule) are not."""
     last: dict[str, int] = {}
     for i, rule in enumerate(rules):
         for v in closure(rule.views):
             last[v] = i
-    if report:
-        for v in closure(VIEWS_READ):
-            last.pop(v, None)  # released by close(), after the report data
+    for v in closure(kept):
+        last.pop(v, None)  # released by close(), after the reader
     plan: dict[int, list[str]] = {}
     for v, i in sorted(last.items()):
         plan.setdefault(i, []).append(v)
@@ -171,8 +199,8 @@ class _Releases:
     (:func:`release_plan`). Jobs run two at a time, so the last reader's job is not
     always the last to finish. Called on the building thread only."""
 
-    def __init__(self, ctx, rules, report: bool) -> None:
-        self.ctx, self.plan = ctx, release_plan(rules, report)
+    def __init__(self, ctx, rules, kept: tuple[str, ...]) -> None:
+        self.ctx, self.plan = ctx, release_plan(rules, kept)
         self.jobs: list[list] = []  # futures per rule index
         self.summary = None
 
@@ -214,19 +242,17 @@ def _run(ctx, rules, result, progress, report, *, release: bool) -> None:
     from auditor.engine.collect import Pipeline
 
     t0 = time.monotonic()
-    releases = _Releases(ctx, rules, report) if release else None
+    releases = _Releases(ctx, rules, report.views if report is not None else ()) if release else None
     with Pipeline() as pipe:
         # the summary first: it needs no finding, so its job runs while the rules are built
         summary_q: dict[str, object] = {}
-        if report:
-            from auditor.report.spark.data import summary_queries
-
+        if report is not None:
             try:
-                summary_q = summary_queries(_report_context(ctx))
+                summary_q = report.queries(_reader_context(ctx, report))
             except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
                 result.report_error = f"{type(exc).__name__}: {exc}"
-                report = False
-        summary_q.update(_clock_queries(ctx, rules, report))
+                report = None
+        summary_q.update(_clock_queries(ctx, rules, report is not None))
         summary_job = pipe.submit_many({f"summary:{k}": v for k, v in summary_q.items()})
         if releases is not None:
             releases.summary = summary_job
@@ -239,7 +265,7 @@ def _run(ctx, rules, result, progress, report, *, release: bool) -> None:
                                            conform(rule.run(RuleContext(ctx, f"rule {rule.id}", rule.views)), rule)))
             if releases is not None:
                 releases.after(futures)
-        plots_job = _early_plots(ctx, pipe, summary_job, result) if report else None
+        plots_job = _early_plots(ctx, report, pipe, summary_job, result) if report is not None else None
         t1 = time.monotonic()
         got = pipe.results()
         if releases is not None:
@@ -256,11 +282,11 @@ def _run(ctx, rules, result, progress, report, *, release: bool) -> None:
     c = Collected(rules={r.id: got.get(f"rule:{r.id}", []) for r in rules}, evidence=rows.pop("verdict_evidence", []),
                   newest=rows.get("newest", []), skipped=dict(result.skipped),
                   rule_seconds={name.split(":", 1)[1]: s for name, s in pipe.seconds.items() if name.startswith("rule:")},
-                  report_error=result.report_error, complete=not report or plot_rows is not None)
-    if report and result.report_error is None:
-        _summary(ctx, c, rows, plot_rows)
-    finish(c, rules, ctx.options, result, ctx=ctx, progress=progress)
-    if report:
+                  report_error=result.report_error, complete=report is None or plot_rows is not None)
+    if report is not None and result.report_error is None:
+        _summary(ctx, report, c, rows, plot_rows)
+    finish(c, rules, ctx.options, result, ctx=ctx, progress=progress, report=report)
+    if report is not None:
         result.phase_seconds["report"] = round(time.monotonic() - t2, 3)
 
 
@@ -276,26 +302,23 @@ def _clock_queries(ctx, rules, report: bool) -> dict[str, object]:
     return q
 
 
-def _summary(ctx, c: Collected, rows: dict, plot_rows) -> None:
-    """The report's summary (its clusters' reference instants left to :func:`finish`) and the
+def _summary(ctx, report: Reader, c: Collected, rows: dict, plot_rows) -> None:
+    """The reader's summary (its clusters' reference instants left to :func:`finish`) and the
     rows its plots are drawn from, into ``c``."""
-    from auditor.report.spark.data import build_summary
-
     try:
-        c.summary = build_summary(_report_context(ctx), rows)
-        c.summary_rows = {"replica_stats": rows.get("replica_stats", [])}
+        c.summary, c.summary_rows = report.collected(_reader_context(ctx, report), rows)
         c.plot_rows = None if plot_rows is None else {k.split(":", 1)[1]: v for k, v in plot_rows.items()}
     except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
         c.report_error = f"{type(exc).__name__}: {exc}"
 
 
 def finish(c: Collected, rules: list[Rule], options: AuditOptions, result: AuditResult, *, ctx=None,
-           progress=None) -> None:
+           progress=None, report: Reader | None = None) -> None:
     """What depends on the reference instant and ``transaction.max.timeout.ms``, from the collected
     rows ``c``: the clock, every open transaction's verdict, each rule's ``decide`` step, the
-    findings (rendered from their kinds, one per partition across replicas), and the report's
-    reference instants and plots. No Spark, unless ``ctx`` is given and the plot rows were not
-    collected with the rules (a large dump's plots are collected for the partitions with findings)."""
+    findings (rendered from their kinds, one per partition across replicas), and the ``report``
+    reader's reference instants and plots. No Spark, unless ``ctx`` is given and the plot rows were
+    not collected with the rules (a large dump's plots are collected for the partitions with findings)."""
     from auditor.model.clock import Clock
     from auditor.model.verdict_table import Verdicts
 
@@ -311,51 +334,37 @@ def finish(c: Collected, rules: list[Rule], options: AuditOptions, result: Audit
     result.rule_seconds = {k: v for k, v in c.rule_seconds.items() if k in ids}
     result.report_error = c.report_error
     result.collected = c
-    if c.summary is not None and c.report_error is None:
+    if report is not None and c.summary is not None and c.report_error is None:
         if progress:
-            progress("report data", len(rules), len(rules))
-        _report_data(ctx, c, result, clock, verdicts)
+            progress(report.name, len(rules), len(rules))
+        _report_data(ctx, report, c, result, clock, verdicts)
 
 
-# a dump whose plot series of every partition come to at most this many rows (plot_rows_bound) gets them
-# with the rules. Was 80 replicas: all of sample_logs/ (203 replicas, 5,000 batches, 10,320 plot rows)
-# then waited ~1.3 s after the findings for a plots job of its own (bench/JOURNAL.md).
-EARLY_PLOT_ROWS = 100_000
-
-
-def _early_plots(ctx, pipe, summary_job, result):
-    """The plot series of *every* partition, submitted as soon as the rules are: a
-    small dump's rows cost the job little, and the report then needs no job
-    after the findings (which only pick the partitions to show,
-    ``auditor.report.spark.data.build_plots``). None, and the plots are collected after the
-    findings as usual: no summary job, more than ``EARLY_PLOT_ROWS`` rows at most
-    (:func:`auditor.report.spark.data.plot_rows_bound`), or a failure (the report data's, not the audit's)."""
-    from auditor.report.spark.data import plot_queries, plot_rows_bound
-
+def _early_plots(ctx, report: Reader, pipe, summary_job, result):
+    """The reader's early queries (the plot series of every partition of a small dump),
+    submitted as soon as the rules are, from its summary rows: the report then needs no job
+    after the findings. None, and what it needs is collected after the findings: no summary
+    job, no early queries, or a failure (the reader's, not the audit's)."""
     if summary_job is None:
         return None
     try:
-        stats = summary_job.result().get("summary:replica_stats", [])
-        if plot_rows_bound(stats) > EARLY_PLOT_ROWS:
-            return None
-        queries = plot_queries(_report_context(ctx), stats)
+        rows = {k.split(":", 1)[1]: v for k, v in summary_job.result().items()}
+        queries = report.early_queries(_reader_context(ctx, report), rows)
     except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
         result.report_error = f"{type(exc).__name__}: {exc}"
         return None
     return pipe.submit_many({f"plots:{k}": v for k, v in queries.items()}, required=False) if queries else None
 
 
-def _report_context(ctx):
-    from auditor.report.spark.data import VIEWS_READ
-
-    return RuleContext(ctx, "the report data", VIEWS_READ)
+def _reader_context(ctx, report: Reader):
+    return RuleContext(ctx, report.name, report.views)
 
 
 def _findings(rule: Rule, rows, verdicts) -> list[dict]:
     """Collected detections of ``rule`` as findings: completed by its ``decide`` step (the verdict
     and age of the transaction it is about; None: not a finding at this reference instant), then
     severity, message and remediation of their kind."""
-    from auditor.report.messages import render
+    from auditor.engine.messages import render
 
     out = []
     for r in rows:
@@ -368,30 +377,32 @@ def _findings(rule: Rule, rows, verdicts) -> list[dict]:
     return out
 
 
-def _report_data(ctx, c: Collected, result: AuditResult, clock, verdicts) -> None:
-    """The summary with each cluster's reference instant, and the plots of the partitions with findings."""
+def _report_data(ctx, report: Reader, c: Collected, result: AuditResult, clock, verdicts) -> None:
+    """The reader's summary with each cluster's reference instant, and the plots of the partitions
+    with findings."""
     import copy
 
-    from auditor.report.spark.data import build_plots, with_clock
-
     try:
-        result.summary = with_clock(copy.deepcopy(c.summary), clock)
         got = c.plot_rows
         if got is None and ctx is None:
             raise RuntimeError("the plot rows were not kept: audit the tables again")
-        result.plots = build_plots(None if ctx is None else _report_context(ctx), result.findings,
-                                   c.summary_rows.get("replica_stats", []), got, verdicts)
+        result.summary, result.plots = report.finish(
+            None if ctx is None else _reader_context(ctx, report), copy.deepcopy(c.summary), c.summary_rows, got,
+            result.findings, clock, verdicts)
+        result.report_data_version = report.version
         result.plots_with_rules = got is not None
     except Exception as exc:  # noqa: BLE001 - the findings matter more than their charts: keep them
         result.report_error = f"{type(exc).__name__}: {exc}"
 
 
-def finish_again(c: Collected, options: AuditOptions, only: tuple[str, ...] | list[str] = ()) -> AuditResult:
+def finish_again(c: Collected, options: AuditOptions, only: tuple[str, ...] | list[str] = (), *,
+                 report: Reader | None = None) -> AuditResult:
     """An audit of the same tables as the one that collected ``c`` (a complete one), with other
-    options: only what depends on the reference instant and the timeout is decided again."""
+    options: only what depends on the reference instant and the timeout is decided again (with
+    ``report``, the reader the first audit had, its summary and plots too)."""
     rules = select_rules(discover(), only)
     result = AuditResult(findings=[], as_of_given=options.as_of_ms is not None)
-    finish(c, rules, options, result)
+    finish(c, rules, options, result, report=report)
     return result
 
 
@@ -409,9 +420,7 @@ def write_findings(spark, result: AuditResult, out: str) -> None:
                 "rule_seconds": result.rule_seconds,
                 "skipped": result.skipped, "findings": len(rows)}
     if result.summary:
-        from auditor.report.spark.data import REPORT_DATA_VERSION
-
-        manifest["report_data_version"] = REPORT_DATA_VERSION
+        manifest["report_data_version"] = result.report_data_version
         manifest["summary"] = result.summary
     with staged(out, run_id) as staging:
         pq.write_table(table, staging / "part-00000.parquet")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from auditor.engine.findings import FINDING_COLUMNS
+from auditor.engine.messages import format_duration, format_time  # noqa: F401 - the report's, too
 from auditor.engine.rule import SEVERITIES, severity_rank
 
 SCHEMA_VERSION = 3  # of the JSON report (docs/report-format.md); bump on incompatible changes
@@ -70,32 +71,6 @@ def parse_time(text: str) -> int:
         return iso_to_ms(s)
     except ValueError:
         raise ValueError(f"not a time: {text!r} (use ISO-8601 such as 2024-05-01T12:00:00Z, or epoch ms)") from None
-
-
-def format_time(ms: int | None) -> str:
-    """Epoch ms as ISO-8601 UTC with milliseconds (how every format prints instants)."""
-    if ms is None:
-        return ""
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def format_duration(ms: int | None) -> str:
-    """Short human duration (``850ms``, ``42s``, ``3m12s``, ``5h07m``, ``2d03h``)."""
-    if ms is None:
-        return ""
-    ms = int(ms)
-    sign = "-" if ms < 0 else ""
-    ms = abs(ms)
-    if ms < 1000:
-        return f"{sign}{ms}ms"
-    s = ms // 1000
-    if s < 60:
-        return f"{sign}{s}s"
-    if s < 3600:
-        return f"{sign}{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{sign}{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{sign}{s // 86400}d{(s % 86400) // 3600:02d}h"
 
 
 # -- filters --------------------------------------------------------------------
@@ -216,7 +191,7 @@ TABLES_PLACEHOLDER = "<TABLES>"
 
 def shell_arg(value: object) -> str:
     """``value`` as one shell word: as it is when it holds nothing a shell reads, else single-quoted
-    (the rule of the remediation commands, :mod:`auditor.report.messages`)."""
+    (the rule of the remediation commands, :mod:`auditor.engine.messages`)."""
     import shlex
 
     text = str(value)

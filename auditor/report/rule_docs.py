@@ -4,7 +4,7 @@ The module docstring of a rule holds the prose, in :data:`SECTIONS` order: what
 the anomaly is (naming each kind), why it matters and how it arises. The rest
 comes from the rule's declaration: the evidence it reports, the severity and
 message of each kind, what fixes it (templates shown readably: ``<field>``,
-``[optional part]``: :func:`auditor.report.messages.readable`), and the Kafka
+``[optional part]``: :func:`auditor.engine.messages.readable`), and the Kafka
 proposals behind it. The
 example is the first finding of the rule's example case
 (``tests/rules/<rule-id>/<case>.yaml`` marked ``example: true``), which
@@ -20,7 +20,7 @@ import re
 from functools import lru_cache
 
 from auditor.engine.rule import Rule
-from auditor.report.messages import readable
+from auditor.engine.messages import readable
 
 SECTIONS = ("What", "Why it matters", "How it arises")
 _HEADING = re.compile(r"^\*\*(.+?)\.\*\*[ \t]*", re.M)

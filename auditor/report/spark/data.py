@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from auditor.model.producer_state.spark import pins_by_bucket
 from auditor.model.replica_key import REPLICA, join_replica
@@ -32,6 +33,40 @@ MAX_SESSION_TRANSACTIONS = 400  # per partition: every open transaction plus the
 
 
 VIEWS_READ = ("last_stable_offsets", "producer_transactional_ids", "transactions")  # see AuditContext
+# a dump whose plot series of every partition come to at most this many rows (plot_rows_bound) gets them
+# with the rules. Was 80 replicas: all of sample_logs/ (203 replicas, 5,000 batches, 10,320 plot rows)
+# then waited ~1.3 s after the findings for a plots job of its own (bench/JOURNAL.md).
+EARLY_PLOT_ROWS = 100_000
+
+
+@dataclass
+class ReportData:
+    """The report data as a reader the audit schedules with its rules
+    (:class:`auditor.engine.runner.Reader`): the summary's queries run while the rules are
+    built; the plot series of every partition run with the rules when they come to at most
+    ``early_plot_rows`` rows (:func:`plot_rows_bound`: a small dump's cost the job little, and
+    the report then needs no job after the findings, which only pick the partitions to show),
+    else after the findings, for the partitions with findings only."""
+
+    early_plot_rows: int = EARLY_PLOT_ROWS
+    name: ClassVar[str] = "report data"
+    views: ClassVar[tuple[str, ...]] = VIEWS_READ
+    version: ClassVar[int] = REPORT_DATA_VERSION
+
+    def queries(self, ctx) -> dict[str, object]:
+        return summary_queries(ctx)
+
+    def early_queries(self, ctx, rows: dict[str, list[dict]]) -> "dict[str, object] | None":
+        stats = rows.get("replica_stats", [])
+        return None if plot_rows_bound(stats) > self.early_plot_rows else plot_queries(ctx, stats)
+
+    def collected(self, ctx, rows: dict[str, list[dict]]) -> tuple[dict, dict]:
+        return build_summary(ctx, rows), {"replica_stats": rows.get("replica_stats", [])}
+
+    def finish(self, ctx, summary: dict, summary_rows: dict, early_rows: "dict | None", findings: list[dict],
+               clock, verdicts) -> tuple[dict, dict]:
+        plots = build_plots(ctx, findings, summary_rows.get("replica_stats", []), early_rows, verdicts)
+        return with_clock(summary, clock), plots
 
 
 def sort_key(v: Any) -> tuple:

@@ -14,6 +14,10 @@ Text inside ``[[...]]`` is left out when a field in it is empty (null, ``""``,
 ``[]`` or false); text inside ``[[!...]]`` is kept only when every field in it is empty. An empty field outside such a group shows as ``?`` in a
 message; a command that needs an empty field is left out (it could not run).
 In commands, a value with characters a shell would read is single-quoted.
+
+The findings an audit returns and stores carry their rendered text; the rule's ``Kind`` holds
+the templates, so a report can render a stored finding again (``txn-audit explain``, the rule
+docs) with this module.
 """
 
 from __future__ import annotations
@@ -21,14 +25,40 @@ from __future__ import annotations
 import re
 import shlex
 import string
+from datetime import datetime, timezone
 from typing import Any
 
 from auditor.engine.findings import DETECTION_COLUMNS
 from auditor.engine.rule import Rule
-from auditor.report.model import format_duration, format_time
 
 _GROUP = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
 _SHELL_SAFE = re.compile(r"[A-Za-z0-9._:/=<>@+-]+")
+
+
+def format_time(ms: int | None) -> str:
+    """Epoch ms as ISO-8601 UTC with milliseconds (how every format prints instants)."""
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def format_duration(ms: int | None) -> str:
+    """Short human duration (``850ms``, ``42s``, ``3m12s``, ``5h07m``, ``2d03h``)."""
+    if ms is None:
+        return ""
+    ms = int(ms)
+    sign = "-" if ms < 0 else ""
+    ms = abs(ms)
+    if ms < 1000:
+        return f"{sign}{ms}ms"
+    s = ms // 1000
+    if s < 60:
+        return f"{sign}{s}s"
+    if s < 3600:
+        return f"{sign}{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{sign}{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{sign}{s // 86400}d{(s % 86400) // 3600:02d}h"
 
 
 class _Missing(Exception):
