@@ -125,3 +125,34 @@ def test_the_audit_context_reads_only_the_live_log(spark, tmp_path):
     assert sorted((r["file"], r["base_offset"]) for r in rows) == [(seg, o) for o in range(5)]
     # no duplicates for the sequence view (a .deleted copy used to look like 4 duplicate batches)
     assert ctx.sequence_breaks.where("duplicate_of_offset IS NOT NULL").count() == 0
+
+
+def test_the_row_and_dataframe_filters_keep_the_same_rows(spark):
+    """One decision, one filter in two forms: keep_rows (timeline, coordinator lookup: pyarrow rows)
+    and keep_frame (the audit's tables) keep the same rows, with an inventory and without one."""
+    from auditor.model.livelog import Liveness, keep_frame, keep_rows
+
+    def small_df(rows, schema):
+        return spark.createDataFrame(rows, schema)
+
+    retired = f"{LOG_DIR}/orders-1.0123456789abcdef0123456789abcdef-delete/00000000000000000000.log"
+    rows = [{"file": p, "position": pos, "base_offset": off}
+            for p in (f"{PDIR}/a.log", f"{PDIR}/b.log", f"{PDIR}/c.log", f"{PDIR}/d.log", f"{PDIR}/e.log", retired)
+            for pos, off in ((0, 0), (100, 5), (200, 10))]
+    live = {f"{PDIR}/a.log": Liveness(f"{PDIR}/a.log", True),
+            f"{PDIR}/b.log": Liveness(f"{PDIR}/b.log", False, "deleted"),
+            f"{PDIR}/c.log": Liveness(f"{PDIR}/c.log", True, "truncated", end_position=150),
+            f"{PDIR}/d.log": Liveness(f"{PDIR}/d.log", True, "shadowed", end_offset=5)}
+    df = spark.createDataFrame([tuple(r.values()) for r in rows], "file string, position bigint, base_offset bigint")
+
+    def key(rs):
+        return sorted((r["file"], r["position"]) for r in rs)
+
+    for decision in (live, None):
+        as_rows = keep_rows(rows, "batches", decision)
+        as_frame = [r.asDict() for r in keep_frame(df, "batches", decision, small_df).collect()]
+        assert key(as_rows) == key(as_frame), decision
+    kept = {(r["file"].rsplit("/", 1)[-1], r["position"]) for r in keep_rows(rows, "batches", live)}
+    assert ("b.log", 0) not in kept and ("c.log", 200) not in kept and ("d.log", 100) not in kept
+    assert {("c.log", 100), ("d.log", 0), ("e.log", 200), ("00000000000000000000.log", 0)} <= kept
+    assert not any(r["file"] == retired for r in keep_rows(rows, "batches", None))

@@ -19,14 +19,12 @@ from functools import cached_property
 from pathlib import Path
 
 from auditor.engine.views import FACTS, VIEWS
-from auditor.model.livelog import Liveness, decide, recovery_points, row_bounds_columns
+from auditor.model.livelog import MAX_ISIN_FILES, Liveness, keep_frame, live_log_of, row_bounds_columns
 from auditor.model.producer_state.spark import REPLICA
 from auditor.perf.cached_leaf import cached_leaf
 from auditor.spark.literals import in_strings
 
 # a file inside a partition directory the broker retired, for tables without an inventory
-RETIRED_REPLICA_FILE = r"\.[0-9a-fA-F]{32}-(delete|stray)/[^/]+$"
-MAX_ISIN_FILES = 2000  # above this many non-live files, leave them out with a broadcast anti-join
 
 
 @dataclass
@@ -141,12 +139,8 @@ class AuditContext:
         if "file" not in df.columns or "partition" not in df.columns or name == "files":
             return df
         live = self.live_log
-        if live is None:  # no inventory to tell (hand-made tables): recognise retired directories by name
-            f = F.col("file")
-            by_name = (f.contains("-delete/") | f.contains("-stray/")) & f.rlike(RETIRED_REPLICA_FILE)
-            return df.where(~F.coalesce(by_name, F.lit(False)))
         # tiered storage: remote files read by several replicas are joined to each (below)
-        fan = self._remote_fan if "log_dir" in df.columns else {}
+        fan = self._remote_fan if live is not None and "log_dir" in df.columns else {}
         remote = None
         if fan:
             remote = self._remote_replica_rows(df, name)  # an inner join on file: those files' rows only
@@ -155,23 +149,7 @@ class AuditContext:
                 df = df.join(F.broadcast(paths), "file", "left_anti")
             else:
                 df = df.where(~in_strings("file", sorted(fan)))
-        dead = sorted(p for p, lv in live.items() if not lv.live and p not in fan)
-        if len(dead) > MAX_ISIN_FILES:
-            gone = self.small_df([(p,) for p in dead], "file string")
-            df = df.join(F.broadcast(gone), "file", "left_anti")
-        elif dead:
-            df = df.where(~in_strings("file", dead))
-        cols = row_bounds_columns(name)
-        bounded = [lv for lv in live.values() if lv.bounded and lv.path not in fan]
-        if cols and bounded:
-            pos_col, off_col = cols
-            for lv in bounded:
-                cut = F.lit(False)
-                if lv.end_position is not None:
-                    cut = cut | (F.col(pos_col) >= lv.end_position)
-                if lv.end_offset is not None:
-                    cut = cut | (F.col(off_col) >= lv.end_offset)
-                df = df.where(~((F.col("file") == lv.path) & cut))
+        df = keep_frame(df, name, live, self.small_df, apart=fan)
         return df if remote is None else df.unionByName(remote)
 
     @cached_property
@@ -216,36 +194,17 @@ class AuditContext:
 
     @cached_property
     def live_log(self) -> dict[str, Liveness] | None:
-        """Every inventoried file's place in the live log (:func:`livelog.decide`),
-        from the ``files`` inventory and the recovery points: one small read of
-        each. None when there is no inventory (hand-made tables)."""
-        want = ("path", "cluster_id", "log_dir", "topic", "partition", "dir_status", "kind", "file_status",
-                "base_offset", "status", "error_position", "next_offset")
-        rows = self.small_rows("files", want)
-        if rows is None or (rows and ("path" not in rows[0] or "dir_status" not in rows[0])):
-            return None  # no inventory: table() falls back to directory names
-        recovery = {}
-        if any(r.get("kind") == "recovery-point-offset-checkpoint" for r in rows) and self.has_rows("checkpoints"):
-            cp = self.small_rows("checkpoints", ("checkpoint_kind", "log_dir", "topic", "partition", "offset")) or []
-            recovery = recovery_points([r for r in cp if r.get("checkpoint_kind") == "recovery-point-offset"])
-        swaps = [r["path"] for r in rows if r.get("file_status") == "swap" and r.get("kind") == "segment"
-                 and r.get("next_offset") is None]
-        nxt = {}
-        if swaps:  # tables written before files.next_offset: the swap segments' ends from their batches
-            from pyspark.sql import functions as F
+        """Every inventoried file's place in the live log (:func:`auditor.model.livelog.live_log_of`
+        over this context's small tables). None when there is no inventory (hand-made tables)."""
+        return live_log_of(self.small_rows, swap_ends=self._swap_ends)
 
-            nxt = {r["file"]: r["n"] for r in self.load("batches").where(in_strings("file", swaps)).groupBy("file")
-                   .agg((F.max("last_offset") + 1).alias("n")).collect()}
-        readable, outside = None, None
-        if any(r.get("dir_status") == "remote" for r in rows) and self.remote_metadata:
-            from auditor.model import remote
+    def _swap_ends(self, paths: list[str]) -> dict[str, int]:
+        """The offset after each of these ``.swap`` segments' last batch, from their batches (tables
+        written before the inventory carried it): one small Spark job."""
+        from pyspark.sql import functions as F
 
-            readable = remote.readable_segment_ids(self.remote_metadata)
-            epochs = self.small_rows("leader_epochs", ("log_dir", "topic", "partition", "leader_epoch", "start_offset"))
-            outside = remote.outside_lineage(self.remote_metadata,
-                                             *remote.replica_lineages(rows, epochs or [], per_replica=True))
-        return decide(rows, recovery_points=recovery, next_offsets=nxt, readable_remote_segments=readable,
-                      remote_outside_lineage=outside)
+        return {r["file"]: r["n"] for r in self.load("batches").where(in_strings("file", paths)).groupBy("file")
+                .agg((F.max("last_offset") + 1).alias("n")).collect()}
 
     @cached_property
     def replicated_partitions(self) -> bool | None:
@@ -273,16 +232,9 @@ class AuditContext:
         """The rows of a small table (the inventory, checkpoints) as dicts, with those
         of ``columns`` it has; None if the table is missing. Read with pyarrow on the
         driver: no Spark job (the Delta context reads them through Spark)."""
-        from auditor.tables.source import arrow_dataset
+        from auditor.tables.source import small_rows
 
-        path = self.tables_dir / name
-        try:
-            d = arrow_dataset(self.tables_dir, name)
-            if d is None:
-                return None
-            return d.to_table(columns=[c for c in columns if c in d.schema.names]).to_pylist()
-        except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) for a bad footer
-            raise RuntimeError(f"{path}: unreadable table: {exc}") from exc
+        return small_rows(self.tables_dir, name, columns)
 
     def load(self, name: str):
         """The table as stored: a Parquet directory here (read once per audit); the
@@ -345,15 +297,9 @@ class AuditContext:
     def remote_metadata(self) -> list[dict]:
         """The ``remote_log_segments`` rows (``__remote_log_metadata``: small, one per segment event),
         cluster-keyed like every table; [] when the input has none."""
-        from auditor.model.clusters import cluster_key
+        from auditor.model.remote import metadata_rows
 
-        cols = ("cluster_id", "log_dir", "partition", "offset", "api_key", "topic", "topic_id", "log_partition",
-                "segment_id", "start_offset", "end_offset", "max_timestamp_ms", "event_timestamp_ms",
-                "segment_size_in_bytes", "state", "state_id", "segment_leader_epochs")
-        rows = self.small_rows("remote_log_segments", cols) or []
-        for r in rows:
-            r["cluster_id"] = cluster_key(r.get("cluster_id"), r.get("log_dir"))
-        return [r for r in rows if r.get("segment_id") is not None or r.get("api_key") == 2]
+        return metadata_rows(self.small_rows)
 
     def small_df(self, rows, schema):
         """A small DataFrame of driver-side rows (the views of the input's coverage, the live

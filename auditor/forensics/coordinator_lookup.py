@@ -83,13 +83,11 @@ def _records(tables_dir: Path, transactional_id: str) -> list[dict[str, Any]]:
     d = _dataset(tables_dir, "transaction_log")
     if d is None:
         return []
-    from auditor.model.livelog import decide_for_tables
+    from auditor.model.livelog import decide_for_tables, keep_rows
 
     cols = [c for c in _RECORD_COLUMNS if c in d.schema.names] + ["file", "batch_position"]
     rows = d.to_table(columns=cols, filter=pc.field("transactional_id") == transactional_id).to_pylist()
-    live = decide_for_tables(tables_dir)
-    if live is not None:  # the live log only: no .deleted copy of a cleaned segment
-        rows = [r for r in rows if r["file"] not in live or live[r["file"]].keeps(r["batch_position"], r["offset"])]
+    rows = keep_rows(rows, "transaction_log", decide_for_tables(tables_dir))  # no .deleted copy of a cleaned segment
     best: dict[tuple, dict] = {}
     for r in rows:
         r["cluster_id"] = cluster_key(r["cluster_id"], r["log_dir"])

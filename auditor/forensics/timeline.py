@@ -484,25 +484,10 @@ class ArrowTimeline(_TimelineBase):
         return self._live_cache
 
     def _keep(self, rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
-        """The rows of the live log only (``AuditContext.table``'s rule, with the model's decision)."""
-        import re
+        """The rows of the live log only (the audit's filter, in its row form)."""
+        from auditor.model.livelog import keep_rows
 
-        from auditor.model.livelog import row_bounds_columns
-
-        live = self._live()
-        if live is None:
-            from auditor.engine.context import RETIRED_REPLICA_FILE
-
-            pat = re.compile(RETIRED_REPLICA_FILE)
-            return [r for r in rows if not (r["file"] and ("-delete/" in r["file"] or "-stray/" in r["file"])
-                                            and pat.search(r["file"]))]
-        cols = row_bounds_columns(table) or (None, None)
-        out = []
-        for r in rows:
-            lv = live.get(r["file"])
-            if lv is None or lv.keeps(r.get(cols[0]) if cols[0] else None, r.get(cols[1]) if cols[1] else None):
-                out.append(r)
-        return out
+        return keep_rows(rows, table, self._live())
 
     def _partition_filter(self):
         import pyarrow.compute as pc

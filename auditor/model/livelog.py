@@ -6,8 +6,10 @@ A partition directory copied off a broker holds more than its log: the cleaner's
 segments after a torn write that recovery would throw away. Replaying all of it
 as log invents duplicates and hanging transactions. This module decides, once,
 what the broker's log loading (``LogLoader.load``, Kafka 3.x/4.x) keeps; the
-ingest tables keep every file, and ``AuditContext.table`` hands every consumer
-(rules, views, timeline, plots, the batch job's audit) only the live rows.
+ingest tables keep every file, and every consumer (rules, views, timeline, plots, the
+coordinator lookup, the batch job's audit) gets only the live rows, from one decision
+(:func:`live_log_of`) applied by one filter in two forms: :func:`keep_frame` for a
+DataFrame (``AuditContext.table``), :func:`keep_rows` for rows read with pyarrow.
 
 The rules applied to each partition directory, in the loader's order:
 
@@ -39,8 +41,9 @@ snapshot seeds the producer state is the model's business
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 # problems the broker's segment recovery truncates at (LogSegment.recover: an invalid batch)
 RECOVERY_TRUNCATES = ("bad-crc", "truncated", "zero-tail", "bad-length", "unknown-magic", "unknown-version", "corrupt")
@@ -71,7 +74,7 @@ class Liveness:
 
     def keeps(self, position: int | None, offset: int | None) -> bool:
         """Whether a row of this file at ``position`` / ``offset`` is in the live log
-        (the Spark side applies the same bounds in ``AuditContext.table``)."""
+        (:func:`keep_frame` applies the same bounds to a DataFrame)."""
         if not self.live:
             return False
         if self.end_position is not None and position is not None and position >= self.end_position:
@@ -326,18 +329,119 @@ def row_bounds_columns(table: str) -> tuple[str, str] | None:
     return None
 
 
-def decide_for_tables(tables_dir) -> dict[str, Liveness] | None:
-    """:func:`decide` over an ingested tables directory, read with pyarrow (no Spark):
-    for the commands that answer without Spark (``tables``, ``coordinator``). None
-    when the directory has no ``files`` inventory."""
-    from auditor.tables.source import arrow_dataset
+# the inventory's columns the decision reads
+INVENTORY_COLUMNS = ("path", "cluster_id", "log_dir", "topic", "partition", "dir_status", "kind", "file_status",
+                     "base_offset", "status", "error_position", "next_offset")
+# a file of a replica directory the broker renamed for deletion, or found stray (``topic-N.<uuid>-delete``)
+RETIRED_REPLICA_FILE = r"\.[0-9a-fA-F]{32}-(delete|stray)/[^/]+$"
+_RETIRED = re.compile(RETIRED_REPLICA_FILE)
 
-    files = arrow_dataset(tables_dir, "files")
-    if files is None:
+SmallRows = Callable[[str, tuple], "list[dict] | None"]
+
+
+def live_log_of(small_rows: SmallRows, *, swap_ends: Callable[[list[str]], dict[str, int]] | None = None
+                ) -> dict[str, Liveness] | None:
+    """:func:`decide` over an input's tables, however they are read (``small_rows(table, columns)``:
+    the rows of a small table with those of ``columns`` it has, None when it is missing; the audit
+    reads Parquet or Delta, the commands without Spark read with pyarrow): the inventory, the
+    recovery points, and for tiered storage the remote segments' metadata and the replicas' leader
+    epochs. ``swap_ends(paths)``: the offset after each ``.swap`` segment's last batch, for tables
+    written before the inventory carried it (``files.next_offset``). None: no inventory to tell
+    (hand-made tables; :func:`keep_rows` then recognises retired directories by name)."""
+    rows = small_rows("files", INVENTORY_COLUMNS)
+    if rows is None or (rows and ("path" not in rows[0] or "dir_status" not in rows[0])):
         return None
-    inv = files.to_table().to_pylist()
     recovery: dict[tuple, int] = {}
-    cp = arrow_dataset(tables_dir, "checkpoints")
-    if cp is not None:
-        recovery = recovery_points(cp.to_table(columns=["checkpoint_kind", "log_dir", "topic", "partition", "offset"]).to_pylist())
-    return decide(inv, recovery_points=recovery)
+    if any(r.get("kind") == "recovery-point-offset-checkpoint" for r in rows):
+        cp = small_rows("checkpoints", ("checkpoint_kind", "log_dir", "topic", "partition", "offset")) or []
+        recovery = recovery_points([r for r in cp if r.get("checkpoint_kind") == "recovery-point-offset"])
+    swaps = [r["path"] for r in rows if r.get("file_status") == "swap" and r.get("kind") == "segment"
+             and r.get("next_offset") is None]
+    nxt = swap_ends(swaps) if swaps and swap_ends is not None else {}
+    readable, outside = None, None
+    if any(r.get("dir_status") == "remote" for r in rows):
+        from auditor.model import remote
+
+        meta = remote.metadata_rows(small_rows)
+        if meta:
+            readable = remote.readable_segment_ids(meta)
+            epochs = small_rows("leader_epochs", ("log_dir", "topic", "partition", "leader_epoch", "start_offset"))
+            outside = remote.outside_lineage(meta, *remote.replica_lineages(rows, epochs or [], per_replica=True))
+    return decide(rows, recovery_points=recovery, next_offsets=nxt, readable_remote_segments=readable,
+                  remote_outside_lineage=outside)
+
+
+def decide_for_tables(tables_dir) -> dict[str, Liveness] | None:
+    """:func:`live_log_of` an ingested tables directory (Parquet or Delta), read with pyarrow:
+    for the commands that answer without Spark (``tables``, ``timeline``, ``coordinator``)."""
+    from functools import partial
+
+    from auditor.tables.source import arrow_dataset, small_rows
+
+    def swap_ends(paths: list[str]) -> dict[str, int]:
+        import pyarrow.compute as pc
+
+        d = arrow_dataset(tables_dir, "batches")
+        if d is None:
+            return {}
+        t = d.to_table(columns=["file", "last_offset"], filter=pc.field("file").isin(paths))
+        return {r["file"]: r["last_offset_max"] + 1 for r in t.group_by("file").aggregate([("last_offset", "max")])
+                .to_pylist() if r["last_offset_max"] is not None}
+
+    return live_log_of(partial(small_rows, tables_dir), swap_ends=swap_ends)
+
+
+def retired_by_name(path: str | None) -> bool:
+    """A file of a retired replica directory, told by its name alone (no inventory to tell)."""
+    return bool(path) and ("-delete/" in path or "-stray/" in path) and _RETIRED.search(path) is not None
+
+
+def keep_rows(rows: Iterable[dict[str, Any]], table: str, live: Mapping[str, Liveness] | None) -> list[dict[str, Any]]:
+    """The rows of ``table`` (dicts with ``file`` and the table's :func:`row_bounds_columns`) in the
+    live log ``live`` (None: retired replica directories left out by name); a file the decision
+    does not list is kept. :func:`keep_frame` is the same filter over a DataFrame."""
+    if live is None:
+        return [r for r in rows if not retired_by_name(r.get("file"))]
+    pos, off = row_bounds_columns(table) or (None, None)
+    out = []
+    for r in rows:
+        lv = live.get(r.get("file"))
+        if lv is None or lv.keeps(r.get(pos) if pos else None, r.get(off) if off else None):
+            out.append(r)
+    return out
+
+
+# above this many files left out, a DataFrame leaves them out with a broadcast anti-join
+MAX_ISIN_FILES = 2000
+
+
+def keep_frame(df, table: str, live: Mapping[str, Liveness] | None, small_df, *, apart: Iterable[str] = ()):
+    """:func:`keep_rows` over a DataFrame with a ``file`` column (``small_df(rows, schema)``: a
+    small DataFrame of driver-side rows). ``apart``: files whose rows are not filtered here (the
+    caller has them already, as the audit does for remote segments that several replicas read)."""
+    from pyspark.sql import functions as F
+
+    from auditor.spark.literals import in_strings
+
+    if live is None:
+        f = F.col("file")
+        by_name = (f.contains("-delete/") | f.contains("-stray/")) & f.rlike(RETIRED_REPLICA_FILE)
+        return df.where(~F.coalesce(by_name, F.lit(False)))
+    apart = set(apart)
+    dead = sorted(p for p, lv in live.items() if not lv.live and p not in apart)
+    if len(dead) > MAX_ISIN_FILES:
+        df = df.join(F.broadcast(small_df([(p,) for p in dead], "file string")), "file", "left_anti")
+    elif dead:
+        df = df.where(~in_strings("file", dead))
+    cols = row_bounds_columns(table)
+    bounded = [lv for lv in live.values() if lv.bounded and lv.path not in apart]
+    if cols and bounded:
+        pos_col, off_col = cols
+        for lv in bounded:  # the bounds of Liveness.keeps
+            cut = F.lit(False)
+            if lv.end_position is not None:
+                cut = cut | (F.col(pos_col) >= lv.end_position)
+            if lv.end_offset is not None:
+                cut = cut | (F.col(off_col) >= lv.end_offset)
+            df = df.where(~((F.col("file") == lv.path) & cut))
+    return df

@@ -282,3 +282,21 @@ def lineage_starts(leader_epochs, replica: tuple[str, ...]):
 
     return (leader_epochs.where("start_offset IS NOT NULL").groupBy(*replica)
             .agg(F.min("start_offset").alias("epoch_lineage_start_offset")))
+
+
+# the columns of ``remote_log_segments`` the model reads
+METADATA_COLUMNS = ("cluster_id", "log_dir", "partition", "offset", "api_key", "topic", "topic_id", "log_partition",
+                    "segment_id", "start_offset", "end_offset", "max_timestamp_ms", "event_timestamp_ms",
+                    "segment_size_in_bytes", "state", "state_id", "segment_leader_epochs")
+
+
+def metadata_rows(small_rows) -> list[dict]:
+    """The ``remote_log_segments`` rows (``__remote_log_metadata``: small, one per segment event),
+    cluster-keyed like every table; [] when the input has none. ``small_rows(table, columns)``:
+    see :func:`auditor.model.livelog.live_log_of`."""
+    from auditor.model.clusters import cluster_key
+
+    rows = small_rows("remote_log_segments", METADATA_COLUMNS) or []
+    for r in rows:
+        r["cluster_id"] = cluster_key(r.get("cluster_id"), r.get("log_dir"))
+    return [r for r in rows if r.get("segment_id") is not None or r.get("api_key") == 2]

@@ -31,3 +31,16 @@ def arrow_dataset(root: str | Path, name: str):
 
         return DeltaTable(str(path)).to_pyarrow_dataset()
     return ds.dataset(str(path), format="parquet", exclude_invalid_files=True)
+
+
+def small_rows(root: str | Path, name: str, columns: tuple[str, ...]) -> list[dict] | None:
+    """The rows of a small table (the inventory, checkpoints) under ``root`` as dicts, with those of
+    ``columns`` it has; None when the table is missing. Raises RuntimeError naming the table when it
+    cannot be read."""
+    try:
+        d = arrow_dataset(root, name)
+        if d is None:
+            return None
+        return d.to_table(columns=[c for c in columns if c in d.schema.names]).to_pylist()
+    except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) for a bad footer
+        raise RuntimeError(f"{Path(root) / name}: unreadable table: {exc}") from exc
