@@ -156,4 +156,5 @@ RULE = Rule(
     proposals=("KIP-98", "KAFKA-9144"),
     views=("transactions",),
     needs=("batches",),
+    tables=("transaction_log",),
 )

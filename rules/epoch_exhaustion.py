@@ -157,4 +157,5 @@ RULE = Rule(
     proposals=("KIP-360", "KIP-890", "KAFKA-9666", "KAFKA-20090"),
     views=("coordinator_records", "producer_batches", "producer_transactional_ids"),
     needs=("batches",),
+    tables=("transaction_log",),
 )

@@ -139,4 +139,5 @@ RULE = Rule(
     proposals=("KIP-730", "KAFKA-15552", "KAFKA-20031"),
     views=("producer_batches", "producer_transactional_ids"),
     needs=("batches",),
+    tables=("producer_id_blocks", "transaction_log"),
 )

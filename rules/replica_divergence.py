@@ -195,4 +195,5 @@ RULE = Rule(
     proposals=("KIP-101", "KIP-279"),
     views=("partitions",),
     needs=("batches",),
+    tables=("batches",),
 )

@@ -176,4 +176,5 @@ RULE = Rule(
     proposals=("KIP-98", "KIP-360"),
     views=("partitions", "producer_batches", "transactions", "stopped_clusters"),
     needs=("batches", "producer_snapshots"),
+    tables=("files", "producer_snapshots"),
 )

@@ -196,5 +196,6 @@ RULE = Rule(
     proposals=("KIP-98", "KIP-447", "KIP-890"),
     views=("last_stable_offsets", "transaction_evidence"),
     needs=("batches",),
+    tables=("offset_commits",),
     decide=decide,
 )

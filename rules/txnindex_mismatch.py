@@ -160,4 +160,5 @@ RULE = Rule(
     proposals=("KIP-98", "KAFKA-5121"),
     views=("partitions", "transactions"),
     needs=("batches",),
+    tables=("aborted_txns", "files"),
 )

@@ -194,4 +194,5 @@ RULE = Rule(
     proposals=("KIP-360", "KIP-185"),
     views=("partitions", "producer_id_expiration", "sequence_breaks"),
     needs=("batches",),
+    tables=("leader_epochs", "producer_snapshots"),
 )

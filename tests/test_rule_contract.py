@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import textwrap
 
 import pytest
 
@@ -123,6 +124,55 @@ def test_views_are_released_after_their_last_reader():
     # with the report data to come, what it reads stays until close()
     with_report = {v for vs in release_plan(ALL_RULES, VIEWS_READ).values() for v in vs}
     assert not with_report & closure(VIEWS_READ) and "sequence_breaks" in with_report
+
+
+_TABLE_READS = ("table", "has_rows", "small_rows")
+
+
+def _tables_read(source: str) -> set[str]:
+    """The tables a source reads by name: ``ctx.table("x")``, ``ctx.has_rows("x")``,
+    ``ctx.small_rows("x", ...)`` (or a local ``table("x")`` helper); ``remote_metadata`` is the
+    ``remote_log_segments`` table's rows."""
+    tree = ast.parse(textwrap.dedent(source))
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            if name in _TABLE_READS:
+                out.add(n.args[0].value)
+        if isinstance(n, ast.Attribute) and n.attr == "remote_metadata":
+            out.add("remote_log_segments")
+    return out
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.id)
+def test_declared_tables_are_the_tables_read(rule):
+    """``Rule.tables`` are the tables the rule's module reads itself; ``needs`` (the tables without
+    whose rows it is skipped) are among all it reads, its views' included (``Rule.reads``)."""
+    read = _tables_read(inspect.getsource(importlib.import_module(rule.run.__module__)))
+    assert set(rule.tables) == read, rule.id
+    assert set(rule.needs) <= rule.reads, (rule.id, sorted(set(rule.needs) - rule.reads))
+
+
+def test_every_view_and_fact_declares_the_tables_it_reads():
+    from auditor.engine.views import FACTS
+
+    for spec in [*VIEWS.values(), *FACTS.values()]:
+        assert set(spec.tables) == _tables_read(inspect.getsource(spec.build)), spec.name
+
+
+def test_views_are_attributes_a_checker_can_follow():
+    """Every view and fact is an attribute of the ``Views`` class both contexts inherit (no
+    ``__getattr__`` lookup): a reader and a type checker follow ``ctx.transactions`` to its builder."""
+    from auditor.engine.context import AuditContext, RuleContext
+    from auditor.engine.views import FACTS, Views
+
+    for name, spec in [*VIEWS.items(), *FACTS.items()]:
+        assert Views.__dict__[name] is spec
+        for cls in (AuditContext, RuleContext):
+            assert getattr(cls, name) is spec, (cls.__name__, name)
+    assert "__getattr__" not in AuditContext.__dict__
 
 
 def test_an_undeclared_view_fails_at_once():

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from auditor.engine.views import FACTS, VIEWS
+from auditor.engine.views import FACTS, VIEWS, Views
 from auditor.model.livelog import MAX_ISIN_FILES, Liveness, keep_frame, live_log_of, row_bounds_columns
 from auditor.model.producer_state.spark import REPLICA
 from auditor.perf.cached_leaf import cached_leaf
@@ -37,23 +37,56 @@ class AuditOptions:
     epoch_exhaustion_warn: int = 32_000  # warn when an epoch gets this close to 32767
 
 
-class RuleContext:
+class RuleContext(Views):
     """What one reader (a rule, the report data) sees of the context: every table
     and fact, and only the views it declares — an undeclared view fails at
-    once, so the declarations the engine plans with are the truth."""
+    once, so the declarations the engine plans with are the truth. The views and
+    facts are :class:`~auditor.engine.views.Views` attributes; what a reader asks of
+    the tables is forwarded to the audit context."""
 
     def __init__(self, ctx: "AuditContext", reader: str, views) -> None:
         self._ctx, self._reader, self._views = ctx, reader, frozenset(views)
 
-    def __getattr__(self, name: str):
-        if name in VIEWS and name not in self._views:
+    def view(self, name: str):
+        if name not in self._views:
             raise AttributeError(f"{self._reader} reads view {name!r} without declaring it")
+        return self._ctx.view(name)
+
+    def fact(self, name: str):
+        return self._ctx.fact(name)
+
+    @property
+    def options(self) -> AuditOptions:
+        return self._ctx.options
+
+    @property
+    def tables_dir(self) -> Path:
+        return self._ctx.tables_dir
+
+    def table(self, name: str):
+        return self._ctx.table(name)
+
+    def has_rows(self, name: str) -> bool:
+        return self._ctx.has_rows(name)
+
+    def small_df(self, rows, schema):
+        return self._ctx.small_df(rows, schema)
+
+    def persist(self, df):
+        return self._ctx.persist(df)
+
+    def __getattr__(self, name: str):
+        """The rest of the audit context (the inventory's facts the report data reads, the manifest)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in VIEWS:  # Python asks here when the view's own check raised: raise it again, not forward it
+            return self.view(name)
         return getattr(self._ctx, name)
 
 
-class AuditContext:
-    """The tables of one audit and the views built over them (an attribute named after a
-    view or fact of :mod:`auditor.engine.views` is that view or fact)."""
+class AuditContext(Views):
+    """The tables of one audit and the views and facts built over them (the
+    :class:`~auditor.engine.views.Views` attributes: ``ctx.transactions``)."""
 
     def __init__(self, spark, tables_dir: str, options: AuditOptions | None = None) -> None:
         self.spark = spark
@@ -73,22 +106,11 @@ class AuditContext:
         self.single_partition = False
 
     # -- the registry's views and facts ---------------------------------------
-    def __getattr__(self, name: str):
-        """``ctx.<view>``, ``ctx.<fact>`` (only asked for names the class lacks)."""
-        if name.startswith("_"):
-            raise AttributeError(name)
-        own = getattr(type(self), name, None)
-        if isinstance(own, (property, cached_property)):
-            # Python asks here after one of the class's own properties raised AttributeError: run it
-            # again so that error surfaces, not a misleading "no attribute <property>"
-            return own.__get__(self, type(self))
-        if name in VIEWS:
-            return self.view(name)
-        if name in FACTS:
-            if name not in self._facts:
-                self._facts[name] = FACTS[name](self)
-            return self._facts[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    def fact(self, name: str):
+        """Fact ``name``, computed on first use."""
+        if name not in self._facts:
+            self._facts[name] = FACTS[name].build(self)
+        return self._facts[name]
 
     def view(self, name: str):
         """View ``name``, built on first use (what it persists is recorded as its own, for :meth:`release`)."""

@@ -98,6 +98,7 @@ class Rule:
     doc: str = field(default="", compare=False)
     views: tuple[str, ...] = ()  # the shared views it reads (auditor.engine.views.VIEWS): built once, released after the last reader
     needs: tuple[str, ...] = ()  # tables that must have rows; it is skipped (and says so) without them
+    tables: tuple[str, ...] = ()  # the tables it reads itself (ctx.table / has_rows); its views' are theirs
     # what depends on the run's reference instant and transaction.max.timeout.ms (a transaction's
     # verdict and age, whether a record is old enough to report): decide(finding, verdicts) -> the
     # finding completed, or None (not a finding at this instant); applied on the driver to the
@@ -120,6 +121,14 @@ class Rule:
     @property
     def evidence_types(self) -> dict[str, str]:
         return {e.name: e.type for e in self.evidence}
+
+    @property
+    def reads(self) -> frozenset[str]:
+        """Every table it reads: its own and those of the views it reads and they are built on
+        (``needs`` is a subset: the ones without whose rows it has nothing to say)."""
+        from auditor.engine.views import VIEWS, closure
+
+        return frozenset(self.tables).union(*(VIEWS[v].tables for v in closure(self.views)))
 
 
 def discover(package: str = "auditor.rules") -> list[Rule]:
