@@ -25,7 +25,7 @@ of the transaction (``__transaction_state``):
   COMMIT tears the transaction. Younger than the timeout it is ``in-flight``;
 * ``closed-after-the-copy`` — the log dirs were read while the brokers ran:
   the coordinator's records in the input complete the transaction's own
-  decision after the newest batch read from the partition, and the metadata log
+  decision after the last write the partition as read holds, and the metadata log
   shows the partition had a leader then. The coordinator writes ``Complete*``
   only once every marker is written (or dropped for a partition without a
   leader: ``TransactionMarkerChannelManager``), so the marker was written after
@@ -195,7 +195,7 @@ KINDS = {
         "the rest of the transaction is committed", advice=_SKIPPED),
     "closed-after-the-copy": Kind(
         "info", "transaction closed after the copy " + _WHERE + ": the coordinator completed it ({decision_record}) "
-        "after the newest batch read from this partition, which had a leader then[[ (broker {partition_leader_then})]]: "
+        "after the last write this partition as read holds, which had a leader then[[ (broker {partition_leader_then})]]: "
         "its {decision} marker was written after the segment was read (the coordinator writes Complete* only once "
         "every marker is written)",
         advice="no action: a copy taken later, or the broker online (kafka-transactions.sh describe-producers), shows "

@@ -189,16 +189,18 @@ class TableSet:
                         source="log")
 
     def inventory_file(self, topic: str, partition: int, kind: str, base_offset: int,
-                       broker_id: int | None = None) -> "TableSet":
-        """A live ``files`` inventory row (``txn-index`` or ``producer-snapshot``), e.g. an empty file
-        that left no rows in its table."""
+                       broker_id: int | None = None, mtime_ms: int | None = None) -> "TableSet":
+        """A live ``files`` inventory row: a ``txn-index`` or ``producer-snapshot`` (an empty file
+        that left no rows in its table), or the ``segment`` the partition's batches are in, last
+        modified at ``mtime_ms`` when it was listed."""
         ctx = self._ctx(topic, partition, broker_id)
-        ext = {"txn-index": "txnindex", "producer-snapshot": "snapshot"}[kind]
+        ext = {"txn-index": "txnindex", "producer-snapshot": "snapshot", "segment": "log"}[kind]
+        size, status = (100, "ok") if kind == "segment" else (0, "empty")
         self.rows["files"].append({
             "path": f"{ctx['log_dir']}/{topic}-{partition}/{base_offset:020d}.{ext}", "input_root": ctx["log_dir"],
             "log_dir": ctx["log_dir"], "cluster_id": ctx["cluster_id"], "broker_id": ctx["broker_id"], "topic": topic,
             "partition": partition, "dir_status": "live", "kind": kind, "file_status": "live", "base_offset": base_offset,
-            "size": 0, "status": "empty", "problem_count": 0})
+            "size": size, "mtime_ms": mtime_ms, "status": status, "problem_count": 0})
         return self
 
     def cleaner_checkpoint(self, broker_id: int | None = None) -> "TableSet":

@@ -196,7 +196,7 @@ class Views:
 
     @view(uses=("open_transactions", "transactions", "partitions", "coordinator_latest", "coordinator_partitions",
                 "coordinator_coverage", "producer_transactional_ids", "coordinator_history", "stopped_clusters",
-                "partition_leaders"), tables=("transaction_log",))
+                "partition_leaders"), tables=("transaction_log", "files"))
     def transaction_evidence(ctx):
         """Every open transaction with what the input shows about it, persisted
         (:func:`auditor.model.verdicts.open_transaction_evidence`): none of it depends on the
@@ -211,10 +211,12 @@ class Views:
                      "coverage": ctx.coordinator_coverage, "in_input": ctx.coordinator_partitions,
                      "read_until": moving.coordinator_read_until(ctx.table("transaction_log")),
                      "history": ctx.coordinator_history}
+        inventory = (ctx.tables_dir / "files").exists() and ctx.has_rows("files")
         return ctx.persist(verdicts.open_transaction_evidence(
             ctx.open_transactions, ctx.partitions, coordinator=coord, stopped=ctx.stopped_clusters,
             transactions=ctx.transactions, replicated=ctx.replicated_partitions is not False,
-            leaders=ctx.partition_leaders, persist=ctx.persist))
+            leaders=ctx.partition_leaders, persist=ctx.persist,
+            written=moving.replica_written_until(ctx.table("files")) if inventory else None))
 
     @view(tables=("metadata_records",))
     def partition_leaders(ctx):

@@ -56,3 +56,21 @@ def coordinator_read_until(transaction_log):
 
     return transaction_log.groupBy("cluster_id", F.col("partition").alias("coordinator_partition")).agg(
         F.max("timestamp").alias("coordinator_read_until_ms"))
+
+
+def replica_written_until(files):
+    """Per replica of the ``files`` inventory (the replica's columns): ``written_until_ms``, the
+    newest modification time of its live segments when they were listed. It bounds how far the
+    replica as read reaches on the broker host's clock: a segment is read up to the size it was
+    listed with, so nothing the broker appended after that time is in it. Batch timestamps bound
+    it too, but on the producers' clocks (``CreateTime``): a client whose clock runs ahead makes a
+    partition read before the coordinator completed a transaction look read after it. A follower
+    appends old batches late, so a recent time here alone says nothing of a marker either: the
+    verdicts take the earlier of the two (:func:`auditor.model.verdicts.open_transaction_evidence`).
+    A replica the inventory does not list, or lists without times, has no row."""
+    from pyspark.sql import functions as F
+
+    from auditor.model.replica_key import REPLICA
+
+    return files.where("kind = 'segment' AND file_status = 'live' AND topic IS NOT NULL AND mtime_ms > 0") \
+        .groupBy(*REPLICA).agg(F.max("mtime_ms").alias("written_until_ms"))

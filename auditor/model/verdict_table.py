@@ -97,15 +97,15 @@ REASONS: dict[str, str] = {
                         "broker while it ran and was read)",
     "deciding": "the transaction's {decision_marker} shows the coordinator decided {decision} less than "
                 "transaction.max.timeout.ms ago: this partition's marker may still come",
-    "completed-after-read": _NOT_STOPPED + "the coordinator completed the transaction ({decision_record}) after the newest "
-                            "batch read from this partition: its marker was probably written after the partition was "
+    "completed-after-read": _NOT_STOPPED + "the coordinator completed the transaction ({decision_record}) after the last "
+                            "write this partition as read holds: its marker was probably written after the partition was "
                             "read, but without the metadata log (not given) the input cannot rule out a marker dropped "
                             "for a partition without a leader",
     "read-while-moving/coordinator-behind": _NOT_STOPPED + "the coordinator's __transaction_state partition as read ends "
                                             "before this transaction's first batch: a record written after it was read "
                                             "may list the partition",
-    "read-while-moving/marker-after-read": _NOT_STOPPED + "the coordinator completed the transaction after the newest "
-                                           "batch read from this partition: its marker may have been written after the "
+    "read-while-moving/marker-after-read": _NOT_STOPPED + "the coordinator completed the transaction after the last "
+                                           "write this partition as read holds: its marker may have been written after the "
                                            "partition was read",
     "coordinator-moved-past": "the coordinator has ended this transaction (its newest record of the producer, "
                               "{coordinator_state?} at epoch {coordinator_producer_epoch}, is past the data's epoch "

@@ -90,7 +90,7 @@ TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
 
 
 def open_transaction_evidence(open_txns, partitions, *, transactions, coordinator=None, stopped=None,
-                              replicated: bool = True, leaders=None, persist=None):
+                              replicated: bool = True, leaders=None, persist=None, written=None):
     """``open_txns`` (the model's open transactions) with the replica's coverage
     (``partitions``: ``log_end_known``), the coordinator's view of the
     producer, its decision (:func:`auditor.model.decisions.with_decisions`) and the facts the
@@ -108,7 +108,10 @@ def open_transaction_evidence(open_txns, partitions, *, transactions, coordinato
     and ``read_until`` (per ``__transaction_state`` partition: how far the input's view of it
     reaches, :func:`auditor.model.moving.coordinator_read_until`). ``stopped``: per cluster,
     ``log_dirs_stopped`` (:func:`auditor.model.moving.stopped_clusters`); None, or a cluster without
-    a row: taken as stopped. ``leaders``: :func:`auditor.model.decisions.partition_leaders`, or None.
+    a row: taken as stopped. ``written``: per replica, ``written_until_ms``
+    (:func:`auditor.model.moving.replica_written_until`), or None: how far the replica as read
+    reaches is then its newest batch timestamp alone.
+    ``leaders``: :func:`auditor.model.decisions.partition_leaders`, or None.
     ``persist``: the engine's way to keep a DataFrame (``AuditContext.persist``), applied to the open
     transactions with their coordinator's view before the decisions join aggregates of them back to
     them four times (without it each join copies the whole lineage into the plan: 1.3 MB of plan text).
@@ -127,6 +130,9 @@ def open_transaction_evidence(open_txns, partitions, *, transactions, coordinato
     cov = partitions.select(*REPLICA, "log_end_known", "given_as", "next_not_given_offset", "later_segments_not_given",
                             "segments_not_given_between", "gap_from_offset", "gap_to_offset", "high_watermark", "log_end_offset", F.col("max_timestamp").alias("_read_until"))
     o = join_replica(o, cov, "left")
+    if written is not None:  # how far the replica as read reaches: the earlier of the two clocks' bounds
+        o = join_replica(o, written, "left").withColumn(
+            "_read_until", F.least(F.col("written_until_ms"), F.col("_read_until"))).drop("written_until_ms")
     o, c = _with_coordinator(o, coordinator)
     if persist is not None:  # the decisions join the transactions to aggregates of themselves: one plan, not many
         o = persist(o)
