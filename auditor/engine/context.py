@@ -19,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 
 from auditor.engine.views import FACTS, VIEWS, Views
+from auditor.tables.source import ParquetTables
 from auditor.model.livelog import MAX_ISIN_FILES, Liveness, keep_frame, live_log_of, row_bounds_columns
 from auditor.model.producer_state.spark import REPLICA
 from auditor.perf.cached_leaf import cached_leaf
@@ -86,14 +87,17 @@ class RuleContext(Views):
 
 class AuditContext(Views):
     """The tables of one audit and the views and facts built over them (the
-    :class:`~auditor.engine.views.Views` attributes: ``ctx.transactions``)."""
+    :class:`~auditor.engine.views.Views` attributes: ``ctx.transactions``). Where the tables'
+    rows are is its :attr:`source` (``source_type``: an ingest's Parquet directories here)."""
+
+    source_type: type[ParquetTables] = ParquetTables
 
     def __init__(self, spark, tables_dir: str, options: AuditOptions | None = None) -> None:
         self.spark = spark
         self.tables_dir = Path(tables_dir)
         self.options = options or AuditOptions()
         self._persisted: list = []
-        self._loaded: dict[str, object] = {}
+        self.source = self.source_type(tables_dir)  # where the tables' rows are (auditor.tables.source)
         self._tables: dict[str, object] = {}
         self._views: dict[str, object] = {}
         self._facts: dict[str, object] = {}
@@ -252,40 +256,26 @@ class AuditContext(Views):
 
     def small_rows(self, name: str, columns: tuple[str, ...]) -> list[dict] | None:
         """The rows of a small table (the inventory, checkpoints) as dicts, with those
-        of ``columns`` it has; None if the table is missing. Read with pyarrow on the
-        driver: no Spark job (the Delta context reads them through Spark)."""
-        from auditor.tables.source import small_rows
-
-        return small_rows(self.tables_dir, name, columns)
+        of ``columns`` it has; None if the table is missing (:attr:`source`)."""
+        return self.source.rows(self.spark, name, columns)
 
     def load(self, name: str):
-        """The table as stored: a Parquet directory here (read once per audit); the
-        scheduled batch job's context (``auditor.batch.delta_rules``) reads Delta tables instead."""
-        if name not in self._loaded:
-            path = self.tables_dir / name
-            schema = _parquet_schema(path)
-            reader = self.spark.read if schema is None else self.spark.read.schema(schema)
-            self._loaded[name] = reader.parquet(str(path))
-        return self._loaded[name]
+        """The table as stored, read once per audit (:attr:`source`: Parquet directories, or the
+        batch job's Delta tables)."""
+        return self.source.frame(self.spark, name)
 
-    @cached_property
+    @property
     def manifest(self) -> dict:
         """The ingest manifest (``_ingest.json``); {} if there is none (hand-made or Delta tables)."""
-        import json
+        return self.source.manifest
 
-        m = self.tables_dir / "_ingest.json"
-        return json.loads(m.read_text()) if m.exists() else {}
-
-    @cached_property
+    @property
     def table_rows(self) -> dict[str, int]:
-        """Row counts from the ingest manifest (no Spark job); {} if there is none."""
-        return self.manifest.get("tables", {})
+        """Row counts known without a Spark job (the manifest's, or the Delta files' footers)."""
+        return self.source.counts(self.spark)
 
     def has_rows(self, name: str) -> bool:
-        if name in self.table_rows:
-            return self.table_rows[name] > 0
-        p = self.tables_dir / name
-        return p.exists() and not self.load(name).limit(1).isEmpty()
+        return self.source.has_rows(self.spark, name)
 
     def persist(self, df):
         """Persist a derived DataFrame for the rest of this audit run (released by :meth:`close`)."""
@@ -329,20 +319,3 @@ class AuditContext(Views):
         from auditor.spark.local_rows import local_df
 
         return local_df(self.spark, rows, schema)
-
-
-
-def _parquet_schema(path: Path):
-    """The Spark schema of a table directory, from one part file's footer read on
-    the driver: every part of a table has the writer's schema, and Spark would
-    otherwise run a job to infer it at every read. None if no part file is readable
-    (Spark then infers it, or reports the directory)."""
-    try:
-        import pyarrow.parquet as pq
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        part = next(p for p in sorted(path.iterdir()) if p.suffix == ".parquet" and not p.name.startswith(("_", ".")))
-        return from_arrow_schema(pq.read_schema(part))
-    except (OSError, StopIteration, ValueError, TypeError):
-        return None
-
