@@ -573,6 +573,18 @@ def test_segment_replaced_between_discovery_and_decode(tmp_path, path):
     assert "changed since it was listed" in row["_problem_message"]
 
 
+def test_a_file_gone_after_its_directory_was_listed_is_not_called_a_broken_link(tmp_path):
+    """A running broker's temporary file (``cleaner-offset-checkpoint.tmp``) can vanish between the
+    listing of its directory and the look at it: that is what the row says, not a broken link."""
+    from auditor.ingest.discovery import _not_a_file
+
+    gone = _not_a_file(tmp_path / "cleaner-offset-checkpoint.tmp", str(tmp_path), str(tmp_path), None, None, "root")
+    assert gone.note.startswith("vanished after its directory was listed") and "No such file" in gone.note
+    (tmp_path / "link.log").symlink_to(tmp_path / "nowhere")
+    broken = _not_a_file(tmp_path / "link.log", str(tmp_path), str(tmp_path), None, None, "root")
+    assert broken.note.startswith("broken symbolic link")
+
+
 def test_a_segment_not_read_between_others_is_a_gap_in_the_partition():
     """What the verdicts read of a segment left unread between two read ones (auditor.model.coverage):
     a segment between the given ones, and the offsets it spans."""

@@ -177,8 +177,12 @@ def _not_a_file(path: Path, root: str, log_dir: str | None, topic, partition, di
         if path.is_symlink():
             note = f"symbolic link to {os.readlink(path)!r}: {note}"
     except OSError as exc:
-        note = ("symbolic link loop: it resolves to itself" if exc.errno == errno.ELOOP
-                else "broken symbolic link: the file it points to does not exist")
+        if exc.errno == errno.ELOOP:
+            note = "symbolic link loop: it resolves to itself"
+        elif os.path.lexists(path):
+            note = "broken symbolic link: the file it points to does not exist"
+        else:  # gone between the directory's listing and this look (a running broker's temporary file)
+            note = f"vanished after its directory was listed: {exc.strerror}"
     kind, fstatus, base, epoch = classify_file(path.name)  # what the name says, as for any file
     return FileInfo(str(path), root, log_dir, topic, partition, dir_status, kind, fstatus, base, epoch, -1, -1,
                     note=note)
