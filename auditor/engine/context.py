@@ -20,12 +20,10 @@ from pathlib import Path
 
 from auditor.engine.views import FACTS, VIEWS, Views
 from auditor.tables.source import ParquetTables
-from auditor.model.livelog import MAX_ISIN_FILES, Liveness, keep_frame, live_log_of, row_bounds_columns
+from auditor.model.livelog import Liveness, keep_frame, live_log_of, row_bounds_columns
 from auditor.model.producer_state.spark import REPLICA
 from auditor.perf.cached_leaf import cached_leaf
 from auditor.spark.literals import in_strings
-
-# a file inside a partition directory the broker retired, for tables without an inventory
 
 
 @dataclass
@@ -155,8 +153,6 @@ class AuditContext(Views):
         return self._tables[name]
 
     def _live_table(self, name: str):
-        from pyspark.sql import functions as F
-
         df = self.load(name)
         if "cluster_id" in df.columns and "log_dir" in df.columns:
             from auditor.model.clusters import cluster_key_column
@@ -167,15 +163,8 @@ class AuditContext(Views):
         live = self.live_log
         # tiered storage: remote files read by several replicas are joined to each (below)
         fan = self._remote_fan if live is not None and "log_dir" in df.columns else {}
-        remote = None
-        if fan:
-            remote = self._remote_replica_rows(df, name)  # an inner join on file: those files' rows only
-            if len(fan) > MAX_ISIN_FILES:
-                paths = self.small_df([(p,) for p in sorted(fan)], "file string")
-                df = df.join(F.broadcast(paths), "file", "left_anti")
-            else:
-                df = df.where(~in_strings("file", sorted(fan)))
-        df = keep_frame(df, name, live, self.small_df, apart=fan)
+        remote = self._remote_replica_rows(df, name) if fan else None  # those files' rows only, per replica
+        df = keep_frame(df, name, live, self.small_df, drop=fan)
         return df if remote is None else df.unionByName(remote)
 
     @cached_property
@@ -222,7 +211,7 @@ class AuditContext(Views):
     def live_log(self) -> dict[str, Liveness] | None:
         """Every inventoried file's place in the live log (:func:`auditor.model.livelog.live_log_of`
         over this context's small tables). None when there is no inventory (hand-made tables)."""
-        return live_log_of(self.small_rows, swap_ends=self._swap_ends)
+        return live_log_of(self.small_rows, swap_ends=self._swap_ends, remote_metadata=lambda: self.remote_metadata)
 
     def _swap_ends(self, paths: list[str]) -> dict[str, int]:
         """The offset after each of these ``.swap`` segments' last batch, from their batches (tables

@@ -181,8 +181,7 @@ class Views:
         tables: taken as stopped). False: the log may have moved while it was read."""
         from auditor.model import moving
 
-        inventory = (ctx.tables_dir / "files").exists() and ctx.has_rows("files")
-        return moving.stopped_clusters(ctx.table("files")) if inventory else None
+        return moving.stopped_clusters(ctx.table("files")) if ctx.has_inventory else None
 
     @view(tables=("files",))
     def stopped_log_dirs(ctx):
@@ -191,8 +190,7 @@ class Views:
         tables: taken as stopped). Where False, the high watermark checkpoint is a lower bound."""
         from auditor.model import moving
 
-        inventory = (ctx.tables_dir / "files").exists() and ctx.has_rows("files")
-        return moving.stopped_log_dirs(ctx.table("files")) if inventory else None
+        return moving.stopped_log_dirs(ctx.table("files")) if ctx.has_inventory else None
 
     @view(uses=("open_transactions", "transactions", "partitions", "coordinator_latest", "coordinator_partitions",
                 "coordinator_coverage", "producer_transactional_ids", "coordinator_history", "stopped_clusters",
@@ -211,12 +209,11 @@ class Views:
                      "coverage": ctx.coordinator_coverage, "in_input": ctx.coordinator_partitions,
                      "read_until": moving.coordinator_read_until(ctx.table("transaction_log")),
                      "history": ctx.coordinator_history}
-        inventory = (ctx.tables_dir / "files").exists() and ctx.has_rows("files")
         return ctx.persist(verdicts.open_transaction_evidence(
             ctx.open_transactions, ctx.partitions, coordinator=coord, stopped=ctx.stopped_clusters,
             transactions=ctx.transactions, replicated=ctx.replicated_partitions is not False,
             leaders=ctx.partition_leaders, persist=ctx.persist,
-            written=moving.replica_written_until(ctx.table("files")) if inventory else None))
+            written=moving.replica_written_until(ctx.table("files")) if ctx.has_inventory else None))
 
     @view(tables=("metadata_records",))
     def partition_leaders(ctx):
@@ -254,6 +251,12 @@ class Views:
             groups.topic_names(md) if md is not None else None))
 
     # -- coordinator ---------------------------------------------------------
+
+    @fact(tables=("files",))
+    def has_inventory(ctx) -> bool:
+        """The tables have a ``files`` inventory with rows (hand-made tables may not): without one,
+        nothing says a log dir moved while it was read."""
+        return (ctx.tables_dir / "files").exists() and ctx.has_rows("files")
 
     @fact(tables=("transaction_log",))
     def has_coordinator_log(ctx) -> bool:

@@ -339,14 +339,16 @@ _RETIRED = re.compile(RETIRED_REPLICA_FILE)
 SmallRows = Callable[[str, tuple], "list[dict] | None"]
 
 
-def live_log_of(small_rows: SmallRows, *, swap_ends: Callable[[list[str]], dict[str, int]] | None = None
-                ) -> dict[str, Liveness] | None:
+def live_log_of(small_rows: SmallRows, *, swap_ends: Callable[[list[str]], dict[str, int]] | None = None,
+                remote_metadata: Callable[[], list[dict]] | None = None) -> dict[str, Liveness] | None:
     """:func:`decide` over an input's tables, however they are read (``small_rows(table, columns)``:
     the rows of a small table with those of ``columns`` it has, None when it is missing; the audit
     reads Parquet or Delta, the commands without Spark read with pyarrow): the inventory, the
     recovery points, and for tiered storage the remote segments' metadata and the replicas' leader
     epochs. ``swap_ends(paths)``: the offset after each ``.swap`` segment's last batch, for tables
-    written before the inventory carried it (``files.next_offset``). None: no inventory to tell
+    written before the inventory carried it (``files.next_offset``). ``remote_metadata()``: the
+    remote segments' metadata rows when the caller keeps them (else read here,
+    :func:`auditor.model.remote.metadata_rows`). None: no inventory to tell
     (hand-made tables; :func:`keep_rows` then recognises retired directories by name)."""
     rows = small_rows("files", INVENTORY_COLUMNS)
     if rows is None or (rows and ("path" not in rows[0] or "dir_status" not in rows[0])):
@@ -362,7 +364,7 @@ def live_log_of(small_rows: SmallRows, *, swap_ends: Callable[[list[str]], dict[
     if any(r.get("dir_status") == "remote" for r in rows):
         from auditor.model import remote
 
-        meta = remote.metadata_rows(small_rows)
+        meta = remote_metadata() if remote_metadata is not None else remote.metadata_rows(small_rows)
         if meta:
             readable = remote.readable_segment_ids(meta)
             epochs = small_rows("leader_epochs", ("log_dir", "topic", "partition", "leader_epoch", "start_offset"))
@@ -415,10 +417,10 @@ def keep_rows(rows: Iterable[dict[str, Any]], table: str, live: Mapping[str, Liv
 MAX_ISIN_FILES = 2000
 
 
-def keep_frame(df, table: str, live: Mapping[str, Liveness] | None, small_df, *, apart: Iterable[str] = ()):
+def keep_frame(df, table: str, live: Mapping[str, Liveness] | None, small_df, *, drop: Iterable[str] = ()):
     """:func:`keep_rows` over a DataFrame with a ``file`` column (``small_df(rows, schema)``: a
-    small DataFrame of driver-side rows). ``apart``: files whose rows are not filtered here (the
-    caller has them already, as the audit does for remote segments that several replicas read)."""
+    small DataFrame of driver-side rows). ``drop``: files whose rows are left out whole besides (the
+    caller adds them its own way, as the audit does for remote segments that several replicas read)."""
     from pyspark.sql import functions as F
 
     from auditor.spark.literals import in_strings
@@ -427,14 +429,14 @@ def keep_frame(df, table: str, live: Mapping[str, Liveness] | None, small_df, *,
         f = F.col("file")
         by_name = (f.contains("-delete/") | f.contains("-stray/")) & f.rlike(RETIRED_REPLICA_FILE)
         return df.where(~F.coalesce(by_name, F.lit(False)))
-    apart = set(apart)
-    dead = sorted(p for p, lv in live.items() if not lv.live and p not in apart)
+    drop = set(drop)
+    dead = sorted(drop | {p for p, lv in live.items() if not lv.live})
     if len(dead) > MAX_ISIN_FILES:
         df = df.join(F.broadcast(small_df([(p,) for p in dead], "file string")), "file", "left_anti")
     elif dead:
         df = df.where(~in_strings("file", dead))
     cols = row_bounds_columns(table)
-    bounded = [lv for lv in live.values() if lv.bounded and lv.path not in apart]
+    bounded = [lv for lv in live.values() if lv.bounded and lv.path not in drop]
     if cols and bounded:
         pos_col, off_col = cols
         for lv in bounded:  # the bounds of Liveness.keeps
