@@ -22,8 +22,11 @@ removes whole batches (``LogCleaner``: all but a producer's last one), so a
 still are. Where the input cannot show whether the topic is compacted (a
 partition directory given without its log dir's ``cleaner-offset-checkpoint``
 and without the metadata log: ``auditor/model/coverage.py``), a gap is
-``undetermined`` (warning) instead of loss. Nor is a ``gap`` or ``new-epoch-nonzero`` across segments the user
-left out between the ones given (``auditor/model/coverage.py``): the missing
+``undetermined`` (warning) instead of loss. Nor is a ``gap`` or ``new-epoch-nonzero`` reported across
+segments the user left out between the ones given (``auditor/model/coverage.py``),
+nor across offsets no segment as read holds on a topic the cleaner does not
+touch (a copy of a running broker that lost a segment deleted mid-copy, or took
+one before the broker finished it: ``auditor/model/replica.py``): the missing
 batches may be there.
 
 **Why it matters.** Idempotence is what these sequences guarantee: a ``gap``

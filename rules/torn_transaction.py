@@ -37,7 +37,10 @@ newest timestamp is older than the ``Complete*`` record (it may just be
 behind), nor where retention has removed the producer's history (log start
 above 0 and no marker of that epoch nor open data on the replica), nor, on a
 tiered partition whose remote segments were not given, for a transaction that
-started before the newest record of the remote part (its markers may be there).
+started before the newest record of the remote part (its markers may be there),
+nor on a replica with offsets missing between its segments as read (segments left
+out, or a copy of a running broker that lost or cut one) unless the transaction's
+open data follows the gap.
 
 **Why it matters.** The transaction is no longer atomic. With a
 ``wrong-marker``, ``read_committed`` consumers of this partition see data the
@@ -160,7 +163,8 @@ def _next_markers(ctx, pairs):
 
     # every replica of the listed partitions that the dump holds: one probe each
     reps = ctx.partitions.select(*REPLICA, "log_start_offset", "max_timestamp", "min_timestamp", "is_compacted",
-                                 "remote_not_given", "remote_max_timestamp")
+                                 "remote_not_given", "remote_max_timestamp", "segments_not_given_between",
+                                 "offsets_missing_between", "gap_to_offset")
     probes = pairs.join(reps, ["cluster_id", "topic", "partition"]).withColumn("ts", F.col("start_ts")).withColumn(
         "is_event", F.lit(1))
 
@@ -217,6 +221,11 @@ def _classified(ctx, g):
         # may be there (a marker's timestamp is at or after its transaction's start)
         .when(F.coalesce(F.col("remote_not_given") & (F.col("start_ts") <= F.col("remote_max_timestamp")), F.lit(False)),
               F.lit(None))
+        # offsets missing between the segments as read (left out, or gone or unfinished in a copy of a running
+        # broker): the marker may be there, unless the transaction's open data lies after the gap (its marker
+        # would follow it)
+        .when((F.col("segments_not_given_between") + F.col("offsets_missing_between") > 0)
+              & ~F.coalesce(F.col("open_first_offset") >= F.col("gap_to_offset"), F.lit(False)), F.lit(None))
         .otherwise(F.lit("missing-marker"))
     )
     g = g.withColumn("classification", cls).where("classification IS NOT NULL")

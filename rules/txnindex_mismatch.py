@@ -29,6 +29,12 @@ a ``first-offset-mismatch`` below the data are not reported there, and a missing
 marker or an exposed range is ``no-marker-compacted`` /
 ``first-offset-mismatch-compacted``.
 
+What the input cannot show is not judged: an entry whose marker offset lies in
+offsets missing between the segments as read, or past the log end of a log dir
+not cleanly stopped; nor a missing entry for a marker in the newest segment of
+such a log dir (the broker appends the marker, then the entry: a copy or a scan
+of a running broker may read the index first).
+
 **Why it matters.** ``read_committed`` consumers get these entries with every
 fetch and drop the aborted records by producer id and offset range: the index,
 not the marker, decides what they skip. A missing or short entry delivers
@@ -93,6 +99,27 @@ KINDS = {
 }
 
 
+def _marker_not_read():
+    """An entry's marker offset the replica as read does not hold: offsets missing between its
+    segments (left out, or lost or cut short in a copy of a running broker), or past its log end in
+    a log dir not cleanly stopped (the segment read before the broker appended the marker and
+    indexed it). Whether the marker is there the input cannot show."""
+    from pyspark.sql import functions as F
+
+    in_gap = (F.col("offset") >= F.col("gap_from_offset")) & F.coalesce(F.col("offset") < F.col("gap_to_offset"), F.lit(True))
+    past_end = ~F.coalesce(F.col("log_dir_stopped"), F.lit(True)) & (F.col("offset") >= F.col("log_end_offset"))
+    return F.coalesce(in_gap, F.lit(False)) | F.coalesce(past_end, F.lit(False))
+
+
+def _index_read_first():
+    """A marker in the newest segment of a log dir not cleanly stopped: the broker appends the marker,
+    then the entry to that segment's index, so an index read before the segment may lack it."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(~F.coalesce(F.col("log_dir_stopped"), F.lit(True))
+                      & (F.col("offset") >= F.col("last_segment_base_offset")), F.lit(False))
+
+
 def run(ctx):
     from pyspark.sql import functions as F
 
@@ -108,13 +135,19 @@ def run(ctx):
         *REPLICA, "producer_id", F.col("marker_offset").alias("offset"), "marker_type", "state", "data_batches",
         F.col("first_offset").alias("data_first_offset"), "last_data_offset", "marker_timestamp", "marker_epoch")
     j = join_replica(a, t, "full_outer", on=["producer_id", "offset"])
-    j = join_replica(j, ctx.partitions.select(*REPLICA, "log_start_offset", "is_compacted"), "left")
+    j = join_replica(j, ctx.partitions.select(*REPLICA, "log_start_offset", "is_compacted", "log_end_offset",
+                                              "gap_from_offset", "gap_to_offset", "last_segment_base_offset"), "left")
+    moving = ctx.stopped_log_dirs
+    if moving is None:
+        j = j.withColumn("log_dir_stopped", F.lit(True))
+    else:
+        j = j.join(F.broadcast(moving), ["cluster_id", "log_dir"], "left")
     has_entry = F.col("entry_index").isNotNull()
     has_marker = F.col("marker_type").isNotNull()
     deleted = F.col("entry_first_offset") < F.coalesce(F.col("log_start_offset"), F.lit(0))
     kind = (
-        F.when(~has_entry & (F.col("state") == "abort"), F.lit("missing-entry"))
-        .when(has_entry & ~has_marker, F.lit("no-marker"))
+        F.when(~has_entry & (F.col("state") == "abort") & ~_index_read_first(), F.lit("missing-entry"))
+        .when(has_entry & ~has_marker & ~_marker_not_read(), F.lit("no-marker"))
         .when(has_entry & (F.col("marker_type") != "ABORT"), F.lit("not-an-abort"))
         .when(has_entry & (F.col("state") == "marker-only") & ~deleted, F.lit("entry-without-data"))
         .when(has_entry & (F.col("state") == "abort") & ~deleted
@@ -158,7 +191,7 @@ RULE = Rule(
     kinds=KINDS,
     evidence=EVIDENCE,
     proposals=("KIP-98", "KAFKA-5121"),
-    views=("partitions", "transactions"),
+    views=("partitions", "stopped_log_dirs", "transactions"),
     needs=("batches",),
     tables=("aborted_txns", "files"),
 )

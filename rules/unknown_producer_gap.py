@@ -22,6 +22,11 @@ partition directory with its log dir's ``log-start-offset-checkpoint`` shows
 * ``earlier-segments-not-given`` — segments of the directory before the first
   given one were left out: the producer's earlier batches may simply be there.
   Info: the input shows nothing wrong.
+* ``offsets-missing-before`` — offsets of the partition before the batch are in
+  no segment as read, between two that are (segments left out between the given
+  ones, or a copy of a running broker that lost a segment deleted mid-copy or took
+  one before the broker finished it: ``auditor/model/replica.py``): the earlier
+  batches may be there. Info.
 * ``earlier-batches-remote`` — tiered storage (KIP-405): ``__remote_log_metadata``
   lists readable remote segments below the given log, and the remote store was not
   given (``--remote-store``). The producer's earlier batches may be there, and the
@@ -83,6 +88,8 @@ EVIDENCE = (
                                                   "(earlier-batches-tiered: the log start the replica's checkpoints "
                                                   "place below its local log)"),
     Evidence("remote_segments", "int", "tiered storage: readable remote segments of the partition"),
+    Evidence("gap_from_offset", "bigint", "the first offset of the partition missing between its segments as read"),
+    Evidence("gap_to_offset", "bigint", "the base offset of the segment after the last such gap (null: not known)"),
     COMPACTED,
 )
 
@@ -107,6 +114,12 @@ KINDS = {
                                        "were not given, and may hold its earlier batches",
                                        advice="scan the whole partition directory to tell whether the broker had state "
                                               "for the producer"),
+    "offsets-missing-before": Kind("info", _WHERE + "the offsets from {gap_from_offset} to the segment at "
+                                   "{gap_to_offset}, before it, are in no segment as read (segments left out, missing from or "
+                                   "unfinished in a copy of a running broker, or removed by the log cleaner), and may "
+                                   "hold its earlier batches",
+                                   advice="scan the whole partition directory of the broker itself (or a copy taken "
+                                          "while it was stopped) to tell whether the broker had state for the producer"),
     "earlier-batches-remote": Kind("info", _WHERE + "the partition's offsets from {remote_log_start_offset} up to {first_batch_offset} "
                                    "are in remote storage (tiered, {remote_segments} segment(s) in __remote_log_metadata), "
                                    "which was not given, and may hold its earlier batches",
@@ -130,7 +143,8 @@ def run(ctx):
         "prev_data_epoch IS NULL AND base_sequence > 0 AND topic IS NOT NULL AND topic != '__consumer_offsets'")
     part = ctx.partitions.select(*REPLICA, "log_start_offset", "first_batch_offset", "is_compacted", "log_start_known",
                                  "earlier_segments_not_given", "remote_not_given", "remote_log_start_offset",
-                                 "remote_segments", "checkpoint_log_start_offset", "local_first_segment_base_offset")
+                                 "remote_segments", "checkpoint_log_start_offset", "local_first_segment_base_offset",
+                                 "gap_from_offset", "gap_to_offset")
     first = join_replica(first, part, "left")
     # a tiered log the replica's own checkpoints show (auditor.model.remote.lineage_starts)
     if ctx.has_rows("leader_epochs"):
@@ -161,7 +175,10 @@ def run(ctx):
         F.when(known, F.col("checkpoint_log_start_offset")), F.col("epoch_lineage_start_offset")))
     local_start = F.coalesce(F.col("local_first_segment_base_offset"), F.col("first_batch_offset"))
     tiered = F.coalesce(tiered_start < local_start, F.lit(False))
+    # offsets missing between the segments as read, before this batch: its earlier batches may be there
+    after_gap = F.coalesce(F.col("base_offset") >= F.col("gap_from_offset"), F.lit(False))
     kind = (F.when(F.col("earlier_segments_not_given") > 0, F.lit("earlier-segments-not-given"))
+            .when(after_gap, F.lit("offsets-missing-before"))
             .when(F.coalesce(F.col("remote_not_given"), F.lit(False)), F.lit("earlier-batches-remote"))
             .when(tiered, F.lit("earlier-batches-tiered"))
             .when(~known | remembered_if, F.lit("undetermined"))
@@ -177,6 +194,7 @@ def run(ctx):
                  earlier_segments_not_given=F.col("earlier_segments_not_given"),
                  remote_log_start_offset=F.when(kind == "earlier-batches-tiered", tiered_start)
                  .otherwise(F.col("remote_log_start_offset")), remote_segments=F.col("remote_segments"),
+                 gap_from_offset=F.col("gap_from_offset"), gap_to_offset=F.col("gap_to_offset"),
                  undetermined_reason=F.when(kind != "undetermined", F.lit(None).cast("string")).when(
                      remembered_if, F.lit("a producer snapshot remembers it unless its entry had expired, and the "
                                           "cluster's metadata log (producer.id.expiration.ms) was not given"))

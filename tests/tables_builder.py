@@ -64,9 +64,10 @@ class TableSet:
         return self
 
     def marker(self, topic: str, partition: int, offset: int, producer_id: int, producer_epoch: int, *,
-               commit: bool, coordinator_epoch: int = 0, ts: int | None = None, broker_id: int | None = None) -> "TableSet":
+               commit: bool, coordinator_epoch: int = 0, ts: int | None = None, broker_id: int | None = None,
+               segment_base_offset: int = 0) -> "TableSet":
         self.batch(topic, partition, offset, 1, producer_id=producer_id, producer_epoch=producer_epoch,
-                   transactional=True, ts=ts, broker_id=broker_id)
+                   transactional=True, ts=ts, broker_id=broker_id, segment_base_offset=segment_base_offset)
         row = self.rows["batches"][-1]
         row.update(is_control=True, attributes=0x30, control_type="COMMIT" if commit else "ABORT",
                    coordinator_epoch=coordinator_epoch)

@@ -50,6 +50,10 @@ VERSIONS = (NEWEST, KAFKA_4_4)
 #: with the external corpus, and of sample_logs/ alone
 MIN_PARTITIONS = 300 if HAVE_REAL_LOGS else 240  # sample_logs/ alone: 250
 
+#: the fewest partitions of several segments on topics the cleaner leaves alone (the offset-hole test)
+MIN_ROLLED = 20  # sample_logs/ alone: 32
+MIN_HOLED = 5  # sample_logs/ alone: 8
+
 PRODUCER_FIELDS = ("producer_id", "producer_epoch", "coordinator_epoch", "first_sequence", "last_sequence",
                    "last_data_offset", "current_txn_first_offset", "last_timestamp")
 
@@ -122,6 +126,28 @@ def test_both_versions_load_every_partition_alike(compared):
               "segments", "producers", "ongoing_transactions", "latest_snapshot_offset", "files_changed_by_load")
     for q, a, b in zip(requests, answers[NEWEST], answers[KAFKA_4_4]):
         assert {f: a[f] for f in fields} == {f: b[f] for f in fields}, q["dir"]
+
+
+def test_no_offset_hole_between_segments_but_the_cleaners_below_the_lso(compared, version):
+    """The model reads offsets no segment holds between two that do as a gap in the input
+    (:func:`auditor.model.replica.offset_holes`): Kafka rolls segments at the log end offset, and
+    the cleaner cleans only below the last stable offset. On every partition Kafka wrote here
+    (sample_logs/, the external corpus): no hole where the cleaner does not run, and every hole of
+    a compacted one ends at or before the last stable offset Kafka's own loader gives it. No
+    healthy log is taken for a partial one."""
+    requests, answers, parts, *_, segments = compared
+    rolled = holed = 0
+    for q, a in zip(requests, answers[version]):
+        p = parts.get((q["log_dir"], q["topic"], q["partition"]))
+        if p is None:
+            continue
+        rolled += not p["is_compacted"] and len(segments[(q["log_dir"], q["topic"], q["partition"])]) > 1
+        if p["offsets_missing_between"]:
+            holed += 1
+            assert p["is_compacted"], (q["dir"], p["gap_from_offset"], p["gap_to_offset"])
+            assert p["gap_to_offset"] <= a["last_stable_offset"], (q["dir"], p["gap_to_offset"], a["last_stable_offset"])
+    print(f"\n{rolled} uncompacted partitions of several segments, {holed} compacted ones with holes")
+    assert rolled >= MIN_ROLLED and holed >= MIN_HOLED, (rolled, holed)
 
 
 def test_live_segments_are_the_brokers(compared, version):

@@ -35,10 +35,60 @@ REMOTE_SEGMENT_FILE = r"(^|/)[0-9]{20}-[A-Za-z0-9_-]{22}\.log$"
 INTERNAL_COMPACTED = ("__consumer_offsets", "__transaction_state")
 
 
-def log_bounds(batches, checkpoints=None):
+def segment_extents(batches):
+    """Per segment of each replica (``source = 'segment'`` rows of ``batches``): its batches'
+    first and last offsets, newest and oldest timestamps, the batches the cleaner thinned or
+    stamped, and ``remote`` (a remote segment: :data:`REMOTE_SEGMENT_FILE`). One row per
+    segment, so the replica's bounds and the holes between its segments come from one pass."""
+    from pyspark.sql import functions as F
+
+    b = batches.where("source = 'segment'")
+    remote = F.coalesce(F.col("file").rlike(REMOTE_SEGMENT_FILE), F.lit(False)) if "file" in b.columns else F.lit(False)
+    return b.groupBy(*REPLICA, "segment_base_offset", remote.alias("remote")).agg(
+        F.min("base_offset").alias("first_offset"),
+        F.max("last_offset").alias("last_offset"),
+        F.max("max_timestamp").alias("max_timestamp"),
+        F.min("max_timestamp").alias("min_timestamp"),
+        F.count(F.lit(1)).alias("batches"),
+        F.min("magic").alias("min_magic"),
+        F.sum(F.when((F.col("magic") == 2) & (F.col("record_count") < F.col("last_offset_delta") + 1), 1).otherwise(0)).alias("compacted_batches"),
+        F.sum(F.when(F.col("has_delete_horizon"), 1).otherwise(0)).alias("delete_horizon_batches"),
+    )
+
+
+def offset_holes(segments):
+    """Per replica of ``segments`` (:func:`segment_extents`): the offsets no local segment as read
+    holds between two of them. Kafka appends a partition's offsets without a hole: a segment rolls
+    at the log end offset (``LocalLog.roll``: the larger of the appended batch's first offset and
+    the log end offset), and recovery truncating a segment deletes the ones
+    after it (``LogLoader.recoverLog``), so, but for the cleaner's removals, each segment's last
+    offset + 1 is the next segment's base offset. A hole there is a segment missing from the
+    directory (deleted between a copy's listing and its read) or one read before the broker
+    finished it (a copy taking each file at its own moment). ``offset_holes`` counts them,
+    ``hole_from_offset`` is where the first one starts and ``hole_to_offset`` the base offset of
+    the segment after the last one. Where the cleaner's removals may explain them is said in
+    :func:`_with_offset_holes`."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    local = segments.where(~F.col("remote") & F.col("topic").isNotNull() & F.col("partition").isNotNull())
+    w = Window.partitionBy(*REPLICA).orderBy("segment_base_offset")
+    local = local.withColumn("_prev_end", F.lag(F.col("last_offset") + 1).over(w))
+    # a follower rolls at the first offset of the leader's batch, which for a legacy (magic 0/1) compressed
+    # wrapper Kafka takes as its last offset (LocalLog.roll: max(that offset, log end)): no hole is read
+    # across a segment holding legacy entries
+    hole = (F.col("_prev_end") < F.least("segment_base_offset", "first_offset")) & (F.col("min_magic") >= 2)
+    return local.where(hole).groupBy(*REPLICA).agg(
+        F.count(F.lit(1)).cast("int").alias("offset_holes"),
+        F.min("_prev_end").alias("hole_from_offset"),
+        F.max("segment_base_offset").alias("hole_to_offset"))
+
+
+def log_bounds(batches, checkpoints=None, segments=None):
     """Per replica of ``batches`` (the live log's ``batches`` rows; only ``source =
     'segment'`` ones are read): ``first_batch_offset``, ``log_end_offset``,
-    ``first_segment_base_offset``, ``max_timestamp``, ``min_timestamp`` (the oldest batch's
+    ``first_segment_base_offset``, ``last_segment_base_offset`` (the newest local segment: the
+    active one of a running broker), ``max_timestamp``, ``min_timestamp`` (the oldest batch's
     newest record: how far back the replica as read reaches), ``compacted_batches`` (batches
     the cleaner thinned), ``delete_horizon_batches``, ``high_watermark`` (the
     replication checkpoint's entry), ``checkpoint_log_start_offset`` and
@@ -46,21 +96,22 @@ def log_bounds(batches, checkpoints=None):
     offset, 0 for an unknown one: :func:`~auditor.model.producer_state.reference.log_start_offset`).
 
     ``checkpoints``: the ``checkpoints`` table, or None when the input has none
-    (both checkpoint columns are then null)."""
+    (both checkpoint columns are then null). ``segments``: :func:`segment_extents` of
+    ``batches`` when the caller has it already."""
     from pyspark.sql import functions as F
 
-    b = batches.where("source = 'segment'")
-    remote = F.coalesce(F.col("file").rlike(REMOTE_SEGMENT_FILE), F.lit(False)) if "file" in b.columns else F.lit(False)
-    p = b.groupBy(*REPLICA).agg(
-        F.min("base_offset").alias("first_batch_offset"),
-        F.min(F.when(~remote, F.col("segment_base_offset"))).alias("local_first_segment_base_offset"),
-        F.sum(remote.cast("int")).alias("remote_batches_given"),
+    s = segment_extents(batches) if segments is None else segments
+    p = s.groupBy(*REPLICA).agg(
+        F.min("first_offset").alias("first_batch_offset"),
+        F.min(F.when(~F.col("remote"), F.col("segment_base_offset"))).alias("local_first_segment_base_offset"),
+        F.sum(F.when(F.col("remote"), F.col("batches")).otherwise(0)).alias("remote_batches_given"),
         (F.max("last_offset") + 1).alias("log_end_offset"),
         F.min("segment_base_offset").alias("first_segment_base_offset"),
+        F.max(F.when(~F.col("remote"), F.col("segment_base_offset"))).alias("last_segment_base_offset"),
         F.max("max_timestamp").alias("max_timestamp"),
-        F.min("max_timestamp").alias("min_timestamp"),
-        F.sum(F.when((F.col("magic") == 2) & (F.col("record_count") < F.col("last_offset_delta") + 1), 1).otherwise(0)).alias("compacted_batches"),
-        F.sum(F.when(F.col("has_delete_horizon"), 1).otherwise(0)).alias("delete_horizon_batches"),
+        F.min("min_timestamp").alias("min_timestamp"),
+        F.sum("compacted_batches").alias("compacted_batches"),
+        F.sum("delete_horizon_batches").alias("delete_horizon_batches"),
     )
     if checkpoints is None:
         p = p.withColumns({"high_watermark": F.lit(None).cast("long"), "checkpoint_log_start_offset": F.lit(None).cast("long")})
@@ -105,7 +156,8 @@ def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    p = log_bounds(batches, checkpoints)
+    segments = segment_extents(batches)
+    p = join_replica(log_bounds(batches, checkpoints, segments), offset_holes(segments), "left")
     cleaned = checkpoints.where("checkpoint_kind = 'cleaner-offset'").select("cluster_id", "topic", "partition").distinct() \
         .withColumn("cleaner_checkpoint", F.lit(True))
     p = p.join(cleaned, ["cluster_id", "topic", "partition"], "left")
@@ -133,6 +185,7 @@ def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_
         # the metadata log given (auditor.model.coverage); an uninventoried log dir counts as given whole
         "compaction_known": F.col("is_compacted") | F.coalesce("compaction_known", F.lit(True)),
     })
+    p = _with_offset_holes(p)
     p = _with_remote(p, remote_extents)
     placed = F.col("given_as") != SEGMENT_ALONE  # a segment given alone: what precedes and follows it is unknown
     return p.withColumns({
@@ -140,6 +193,32 @@ def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_
         "log_end_known": (F.col("later_segments_not_given") == 0)
         & F.coalesce(F.col("high_watermark") <= F.col("log_end_offset"), F.lit(True)) & placed,
     })
+
+
+def _with_offset_holes(p):
+    """``offsets_missing_between``: the holes between the replica's segments as read
+    (:func:`offset_holes`). Their offsets join the segments left out in ``gap_from_offset`` (the
+    first offset missing) and ``gap_to_offset`` (the segment after the last gap; null, anywhere,
+    when a segment left out has no known end), so every reader of a gap reads both.
+
+    On a compacted topic the cleaner leaves holes too, but only below the last stable offset: it
+    cleans whole segments below the one holding it (``LogCleanerManager.cleanableOffsets``,
+    ``calculateCleanableBytes``), so a hole it leaves ends at or before the first offset of any
+    transaction open since. A hole
+    ending after an open transaction's first offset is missing input there as well; the rules that
+    read a gap as possibly the cleaner's (sequences, producer history, markers) skip compacted
+    topics on their own."""
+    from pyspark.sql import functions as F
+
+    p = p.withColumn("offsets_missing_between", F.coalesce("offset_holes", F.lit(0)).cast("int"))
+    has = F.col("offsets_missing_between") > 0
+    left_out = F.col("segments_not_given_between") > 0
+    return p.withColumns({
+        "gap_from_offset": F.when(has, F.least("gap_from_offset", "hole_from_offset")).otherwise(F.col("gap_from_offset")),
+        "gap_to_offset": F.when(has & ~left_out, F.col("hole_to_offset"))
+        .when(has & F.col("gap_to_offset").isNotNull(), F.greatest("gap_to_offset", "hole_to_offset"))
+        .otherwise(F.col("gap_to_offset")),
+    }).drop("offset_holes", "hole_from_offset", "hole_to_offset")
 
 
 def _with_remote(p, remote_extents):

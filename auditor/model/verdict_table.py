@@ -95,6 +95,11 @@ REASONS: dict[str, str] = {
     "segments-between": _NOT_GIVEN + "{segments_not_given_between} segment(s) of the partition's directory between "
                         "the given ones, from offset {gap_from_offset?} (left out, or gone or replaced by the "
                         "broker while it ran and was read)",
+    "segments-between/offsets-missing": "the marker may be in what the input lacks: no segment as read holds the offsets "
+                                        "from {gap_from_offset} to the segment at {gap_to_offset?}, and the broker "
+                                        "leaves no hole after an open transaction's first offset (a segment rolls at "
+                                        "the log end; the cleaner stops at the last stable offset): a segment is "
+                                        "missing from the directory, or was copied before the broker finished it",
     "deciding": "the transaction's {decision_marker} shows the coordinator decided {decision} less than "
                 "transaction.max.timeout.ms ago: this partition's marker may still come",
     "completed-after-read": _NOT_STOPPED + "the coordinator completed the transaction ({decision_record}) after the last "
@@ -126,6 +131,8 @@ SETTLE: dict[str, str] = {
                    "itself; an earlier dump is superseded by the copy holding the marker",
     "later-offsets/log-moved": _AGAIN,
     "later-offsets": "scan the whole partition directory",
+    "segments-between/offsets-missing": "scan the broker's log dir itself, or a copy taken while the broker was "
+                                        "stopped, or another replica of the partition",
     "segments-between": "scan the whole partition directory (of a running broker: again, or a copy taken while it "
                         "was stopped)",
     "deciding": "scan again after transaction.max.timeout.ms, or describe the transaction online (kafka-transactions.sh "
@@ -209,6 +216,8 @@ def _reason_variant(code: str, ev: dict[str, Any]) -> str:
         return "later-offsets/later-segments" if later is not None and later > 0 else "later-offsets/high-watermark"
     if code == "read-while-moving":
         return "read-while-moving/" + ("coordinator-behind" if ev.get("ev_coordinator_behind") else "marker-after-read")
+    if code == "segments-between" and not ev.get("segments_not_given_between"):
+        return "segments-between/offsets-missing"
     if code == "no-coordinator-record":
         return "no-coordinator-record/" + ("none-given" if ev.get("_coordinator_given") == 0 else "partly-given")
     return code
@@ -264,7 +273,8 @@ KEY = (*REPLICA, "producer_id", "first_offset")
 # the evidence columns the decision reads (:func:`auditor.model.verdicts.open_transaction_evidence`)
 INPUTS = (*KEY, *(f"ev_{f}" for f in FACTS), "first_timestamp", "decision_ms", "transaction_timeout_ms",
           "start_timestamp_ms", "_closed", "high_watermark", "log_end_offset", "given_as", "later_segments_not_given",
-          "next_not_given_offset", "segments_not_given_between", "gap_from_offset", "decision_marker", "decision", "decision_record", "coordinator_state",
+          "next_not_given_offset", "segments_not_given_between", "offsets_missing_between", "gap_from_offset",
+          "gap_to_offset", "decision_marker", "decision", "decision_record", "coordinator_state",
           "coordinator_producer_epoch", "data_epoch_max", "_coordinator_given", "_coordinator_expected")
 
 
