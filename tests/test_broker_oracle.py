@@ -130,7 +130,7 @@ def test_both_versions_load_every_partition_alike(compared):
 
 def test_no_offset_hole_between_segments_but_the_cleaners_below_the_lso(compared, version):
     """The model reads offsets no segment holds between two that do as a gap in the input
-    (:func:`auditor.model.replica.offset_holes`): Kafka rolls segments at the log end offset, and
+    (:func:`auditor.model.replica.log_bounds`): Kafka rolls segments at the log end offset, and
     the cleaner cleans only below the last stable offset. On every partition Kafka wrote here
     (sample_logs/, the external corpus): no hole where the cleaner does not run, and every hole of
     a compacted one ends at or before the last stable offset Kafka's own loader gives it. No

@@ -39,7 +39,7 @@ def segment_extents(batches):
     """Per segment of each replica (``source = 'segment'`` rows of ``batches``): its batches'
     first and last offsets, newest and oldest timestamps, the batches the cleaner thinned or
     stamped, and ``remote`` (a remote segment: :data:`REMOTE_SEGMENT_FILE`). One row per
-    segment, so the replica's bounds and the holes between its segments come from one pass."""
+    segment, so the replica's bounds and the holes between its segments come from one pass over the batches."""
     from pyspark.sql import functions as F
 
     b = batches.where("source = 'segment'")
@@ -56,35 +56,26 @@ def segment_extents(batches):
     )
 
 
-def offset_holes(segments):
-    """Per replica of ``segments`` (:func:`segment_extents`): the offsets no local segment as read
-    holds between two of them. Kafka appends a partition's offsets without a hole: a segment rolls
-    at the log end offset (``LocalLog.roll``: the larger of the appended batch's first offset and
-    the log end offset), and recovery truncating a segment deletes the ones
-    after it (``LogLoader.recoverLog``), so, but for the cleaner's removals, each segment's last
-    offset + 1 is the next segment's base offset. A hole there is a segment missing from the
-    directory (deleted between a copy's listing and its read) or one read before the broker
-    finished it (a copy taking each file at its own moment). ``offset_holes`` counts them,
-    ``hole_from_offset`` is where the first one starts and ``hole_to_offset`` the base offset of
-    the segment after the last one. Where the cleaner's removals may explain them is said in
-    :func:`_with_offset_holes`."""
-    from pyspark.sql import Window
+def _offset_hole():
+    """Whether a segment row (:func:`segment_extents`, with ``_prev_end``: the previous local
+    segment's last offset + 1) starts after offsets no local segment as read holds. Kafka appends a
+    partition's offsets without a hole: a segment rolls at the log end offset (``LocalLog.roll``:
+    the larger of the appended batch's first offset and the log end offset), and recovery
+    truncating a segment deletes the ones after it (``LogLoader.recoverLog``), so, but for the
+    cleaner's removals, each segment's last offset + 1 is the next segment's base offset. A hole
+    there is a segment missing from the directory (deleted between a copy's listing and its read)
+    or one read before the broker finished it (a copy taking each file at its own moment); where
+    the cleaner's removals may explain one is said in :func:`_with_offset_holes`. A follower rolls
+    at the first offset of the leader's batch, which for a legacy (magic 0/1) compressed wrapper
+    Kafka takes as its last offset: no hole is read across a segment holding legacy entries."""
     from pyspark.sql import functions as F
 
-    local = segments.where(~F.col("remote") & F.col("topic").isNotNull() & F.col("partition").isNotNull())
-    w = Window.partitionBy(*REPLICA).orderBy("segment_base_offset")
-    local = local.withColumn("_prev_end", F.lag(F.col("last_offset") + 1).over(w))
-    # a follower rolls at the first offset of the leader's batch, which for a legacy (magic 0/1) compressed
-    # wrapper Kafka takes as its last offset (LocalLog.roll: max(that offset, log end)): no hole is read
-    # across a segment holding legacy entries
-    hole = (F.col("_prev_end") < F.least("segment_base_offset", "first_offset")) & (F.col("min_magic") >= 2)
-    return local.where(hole).groupBy(*REPLICA).agg(
-        F.count(F.lit(1)).cast("int").alias("offset_holes"),
-        F.min("_prev_end").alias("hole_from_offset"),
-        F.max("segment_base_offset").alias("hole_to_offset"))
+    placed = F.col("topic").isNotNull() & F.col("partition").isNotNull()
+    return (~F.col("remote") & placed & (F.col("_prev_end") < F.least("segment_base_offset", "first_offset"))
+            & (F.col("min_magic") >= 2))
 
 
-def log_bounds(batches, checkpoints=None, segments=None):
+def log_bounds(batches, checkpoints=None):
     """Per replica of ``batches`` (the live log's ``batches`` rows; only ``source =
     'segment'`` ones are read): ``first_batch_offset``, ``log_end_offset``,
     ``first_segment_base_offset``, ``last_segment_base_offset`` (the newest local segment: the
@@ -95,12 +86,19 @@ def log_bounds(batches, checkpoints=None, segments=None):
     ``log_start_offset`` (the larger of that entry and the first segment's base
     offset, 0 for an unknown one: :func:`~auditor.model.producer_state.reference.log_start_offset`).
 
+    The holes between the local segments as read (:func:`_offset_hole`): ``offset_holes``
+    counts them, ``hole_from_offset`` is where the first one starts and ``hole_to_offset`` the
+    base offset of the segment after the last one.
+
     ``checkpoints``: the ``checkpoints`` table, or None when the input has none
-    (both checkpoint columns are then null). ``segments``: :func:`segment_extents` of
-    ``batches`` when the caller has it already."""
+    (both checkpoint columns are then null)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    s = segment_extents(batches) if segments is None else segments
+    # local segments first, in offset order: each one's predecessor is the local segment before it
+    w = Window.partitionBy(*REPLICA).orderBy("remote", "segment_base_offset")
+    s = segment_extents(batches).withColumn("_prev_end", F.lag(F.col("last_offset") + 1).over(w))
+    hole = _offset_hole()
     p = s.groupBy(*REPLICA).agg(
         F.min("first_offset").alias("first_batch_offset"),
         F.min(F.when(~F.col("remote"), F.col("segment_base_offset"))).alias("local_first_segment_base_offset"),
@@ -112,6 +110,9 @@ def log_bounds(batches, checkpoints=None, segments=None):
         F.min("min_timestamp").alias("min_timestamp"),
         F.sum("compacted_batches").alias("compacted_batches"),
         F.sum("delete_horizon_batches").alias("delete_horizon_batches"),
+        F.sum(hole.cast("int")).cast("int").alias("offset_holes"),
+        F.min(F.when(hole, F.col("_prev_end"))).alias("hole_from_offset"),
+        F.max(F.when(hole, F.col("segment_base_offset"))).alias("hole_to_offset"),
     )
     if checkpoints is None:
         p = p.withColumns({"high_watermark": F.lit(None).cast("long"), "checkpoint_log_start_offset": F.lit(None).cast("long")})
@@ -156,8 +157,7 @@ def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    segments = segment_extents(batches)
-    p = join_replica(log_bounds(batches, checkpoints, segments), offset_holes(segments), "left")
+    p = log_bounds(batches, checkpoints)
     cleaned = checkpoints.where("checkpoint_kind = 'cleaner-offset'").select("cluster_id", "topic", "partition").distinct() \
         .withColumn("cleaner_checkpoint", F.lit(True))
     p = p.join(cleaned, ["cluster_id", "topic", "partition"], "left")
@@ -197,7 +197,7 @@ def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_
 
 def _with_offset_holes(p):
     """``offsets_missing_between``: the holes between the replica's segments as read
-    (:func:`offset_holes`). Their offsets join the segments left out in ``gap_from_offset`` (the
+    (:func:`_offset_hole`). Their offsets join the segments left out in ``gap_from_offset`` (the
     first offset missing) and ``gap_to_offset`` (the segment after the last gap; null, anywhere,
     when a segment left out has no known end), so every reader of a gap reads both.
 
