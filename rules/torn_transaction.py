@@ -163,8 +163,7 @@ def _next_markers(ctx, pairs):
 
     # every replica of the listed partitions that the dump holds: one probe each
     reps = ctx.partitions.select(*REPLICA, "log_start_offset", "max_timestamp", "min_timestamp", "is_compacted",
-                                 "remote_not_given", "remote_max_timestamp", "segments_not_given_between",
-                                 "offsets_missing_between", "gap_to_offset")
+                                 "remote_not_given", "remote_max_timestamp", "gap_from_offset", "gap_to_offset")
     probes = pairs.join(reps, ["cluster_id", "topic", "partition"]).withColumn("ts", F.col("start_ts")).withColumn(
         "is_event", F.lit(1))
 
@@ -224,7 +223,7 @@ def _classified(ctx, g):
         # offsets missing between the segments as read (left out, or gone or unfinished in a copy of a running
         # broker): the marker may be there, unless the transaction's open data lies after the gap (its marker
         # would follow it)
-        .when((F.col("segments_not_given_between") + F.col("offsets_missing_between") > 0)
+        .when(F.col("gap_from_offset").isNotNull()
               & ~F.coalesce(F.col("open_first_offset") >= F.col("gap_to_offset"), F.lit(False)), F.lit(None))
         .otherwise(F.lit("missing-marker"))
     )

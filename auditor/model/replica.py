@@ -198,8 +198,9 @@ def replica_facts(batches, checkpoints, compacted_topics, replica_coverage, log_
 def _with_offset_holes(p):
     """``offsets_missing_between``: the holes between the replica's segments as read
     (:func:`_offset_hole`). Their offsets join the segments left out in ``gap_from_offset`` (the
-    first offset missing) and ``gap_to_offset`` (the segment after the last gap; null, anywhere,
-    when a segment left out has no known end), so every reader of a gap reads both.
+    first offset missing; null when the replica as read has no gap, the one test of whether it has
+    one) and ``gap_to_offset`` (the segment after the last gap; null, anywhere, when a segment left
+    out has no known end), so every reader of a gap reads both.
 
     On a compacted topic the cleaner leaves holes too, but only below the last stable offset: it
     cleans whole segments below the one holding it (``LogCleanerManager.cleanableOffsets``,

@@ -273,7 +273,7 @@ KEY = (*REPLICA, "producer_id", "first_offset")
 # the evidence columns the decision reads (:func:`auditor.model.verdicts.open_transaction_evidence`)
 INPUTS = (*KEY, *(f"ev_{f}" for f in FACTS), "first_timestamp", "decision_ms", "transaction_timeout_ms",
           "start_timestamp_ms", "_closed", "high_watermark", "log_end_offset", "given_as", "later_segments_not_given",
-          "next_not_given_offset", "segments_not_given_between", "offsets_missing_between", "gap_from_offset",
+          "next_not_given_offset", "segments_not_given_between", "gap_from_offset",
           "gap_to_offset", "decision_marker", "decision", "decision_record", "coordinator_state",
           "coordinator_producer_epoch", "data_epoch_max", "_coordinator_given", "_coordinator_expected")
 

@@ -128,7 +128,7 @@ def open_transaction_evidence(open_txns, partitions, *, transactions, coordinato
 
     o = open_txns
     cov = partitions.select(*REPLICA, "log_end_known", "given_as", "next_not_given_offset", "later_segments_not_given",
-                            "segments_not_given_between", "offsets_missing_between", "gap_from_offset", "gap_to_offset",
+                            "segments_not_given_between", "gap_from_offset", "gap_to_offset",
                             "high_watermark", "log_end_offset", F.col("max_timestamp").alias("_read_until"))
     o = join_replica(o, cov, "left")
     if written is not None:  # how far the replica as read reaches: the earlier of the two clocks' bounds
@@ -261,10 +261,10 @@ def _facts(c: dict) -> dict:
     d["log_end_known"] = F.coalesce(F.col("log_end_known"), F.lit(True))
     # segments of the partition missing between the ones read (left out by the user, gone or replaced while
     # a running broker was read: auditor.ingest.tables.replaced, or offsets no segment as read holds:
-    # auditor.model.replica.offset_holes) where they may hold the marker: the gap ends after the
+    # auditor.model.replica.log_bounds) where they may hold the marker: the gap ends after the
     # transaction's first offset (an unknown end: anywhere)
-    gaps = F.coalesce(F.col("segments_not_given_between"), F.lit(0)) + F.coalesce(F.col("offsets_missing_between"), F.lit(0))
-    d["gap_after_start"] = (gaps > 0) & F.coalesce(F.col("gap_to_offset") > F.col("first_offset"), F.lit(True))
+    d["gap_after_start"] = F.col("gap_from_offset").isNotNull() & F.coalesce(
+        F.col("gap_to_offset") > F.col("first_offset"), F.lit(True))
     # the log end is unknown only because the high watermark checkpoint was written after the segment was
     # read (every segment of the directory given, the log dirs not stopped)
     d["log_moved"] = c["moving"] & (F.coalesce(F.col("later_segments_not_given"), F.lit(0)) == 0) & (
