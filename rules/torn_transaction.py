@@ -40,7 +40,9 @@ tiered partition whose remote segments were not given, for a transaction that
 started before the newest record of the remote part (its markers may be there),
 nor on a replica with offsets missing between its segments as read (segments left
 out, or a copy of a running broker that lost or cut one) unless the transaction's
-open data follows the gap.
+open data follows the gap. Open data is the transaction's own only if it was
+written before the id's next transaction started (the markers' window): data of
+a later transaction, still open, says nothing of this one's marker.
 
 **Why it matters.** The transaction is no longer atomic. With a
 ``wrong-marker``, ``read_committed`` consumers of this partition see data the
@@ -130,13 +132,14 @@ def _decided(ctx):
     from pyspark.sql import functions as F
 
     h = ctx.coordinator_history
-    # Prepare*/Complete* records in order; for a Complete*, the next Prepare* (one or two rows on: a retried
-    # append can repeat the Complete*) starts the id's next transaction. Same ordering as the history: no sort.
-    f = h.where(F.col("state").isin("PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"))
+    # Ongoing/Prepare*/Complete* records in order; for a Complete*, the next Ongoing or Prepare* (one or two
+    # rows on: a retried append can repeat the Complete*) starts the id's next transaction (a transaction.version
+    # 2 abort goes straight to PrepareAbort). Same ordering as the history: no sort.
+    f = h.where(F.col("state").isin("Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"))
     wf = Window.partitionBy(*HISTORY_KEY).orderBy("offset")
-    is_prep = lambda c: c.isin("PrepareCommit", "PrepareAbort")  # noqa: E731
-    f = f.withColumn("next_start_ts", F.when(is_prep(F.lead("state", 1).over(wf)), F.lead(_start(), 1).over(wf)).when(
-        is_prep(F.lead("state", 2).over(wf)), F.lead(_start(), 2).over(wf)))
+    starts = lambda c: c.isin("Ongoing", "PrepareCommit", "PrepareAbort")  # noqa: E731
+    f = f.withColumn("next_start_ts", F.when(starts(F.lead("state", 1).over(wf)), F.lead(_start(), 1).over(wf)).when(
+        starts(F.lead("state", 2).over(wf)), F.lead(_start(), 2).over(wf)))
     pairs = f.where(
         ((F.col("state") == "CompleteCommit") & (F.col("prev_state_label") == "PrepareCommit"))
         | ((F.col("state") == "CompleteAbort") & (F.col("prev_state_label") == "PrepareAbort"))
@@ -202,9 +205,14 @@ def _classified(ctx, g):
     from pyspark.sql import functions as F
 
     opened = ctx.open_transactions.select(*REPLICA, "producer_id", F.col("first_offset").alias("open_first_offset"),
-                                          F.col("data_epoch_min").alias("open_epoch"), "prev_coordinator_epoch")
+                                          F.col("data_epoch_min").alias("open_epoch"),
+                                          F.col("first_timestamp").alias("open_first_ts"), "prev_coordinator_epoch")
+    # open data is this transaction's only if written at or below its epoch and before the id's next
+    # transaction started (the same window as its markers): otherwise it is a later transaction's
+    ours = (F.col("open_epoch") <= F.col("epoch")) & (
+        F.col("next_start_ts").isNull() | (F.col("open_first_ts") < F.col("next_start_ts")))
     g = join_replica(g, opened, "left", on=["producer_id"]).withColumn(
-        "open_first_offset", F.when(F.col("open_epoch") <= F.col("epoch"), F.col("open_first_offset"))).withColumn(
+        "open_first_offset", F.when(ours, F.col("open_first_offset"))).withColumn(
         "open_epoch", F.when(F.col("open_first_offset").isNotNull(), F.col("open_epoch")))
     traced = (F.col("log_start_offset") == 0) | (F.col("session_markers") > 0) | F.col("open_first_offset").isNotNull()
     cls = (

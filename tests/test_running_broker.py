@@ -654,14 +654,16 @@ def _holed_copy(src: Path, dst: Path) -> list[tuple[str, int]]:
 
 def _batch_boundary(segment: Path, at: int) -> int:
     """The first position at or after ``at`` where an entry of ``segment`` starts (each entry: an
-    8-byte offset, a 4-byte size, then that many bytes): a copy taken before the broker finished the
-    segment ends between two whole entries, as the broker appends each in one write."""
-    pos = 0
+    8-byte offset, a 4-byte size, then that many bytes), else the last entry's start: a copy taken
+    before the broker finished the segment ends between two whole entries, as the broker appends
+    each in one write, and lacks at least the segment's last entry."""
+    size, pos, last = segment.stat().st_size, 0, 0
     with segment.open("rb") as f:
-        while pos < at:
+        while pos < at and pos < size:
+            last = pos
             f.seek(pos + 8)
             pos += 12 + int.from_bytes(f.read(4), "big")
-    return pos
+    return pos if pos < size else last
 
 
 @pytest.fixture(scope="module")
