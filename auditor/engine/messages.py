@@ -172,3 +172,21 @@ def render(rule: Rule, det: dict) -> dict:
         "remediation_commands": commands,
         "replicas": det.get("replicas"),
     }
+
+
+def render_stored(finding: dict) -> dict:
+    """A stored finding (a findings directory's row, its evidence typed) with today's text of its
+    kind: message, remediation and commands rendered again from its columns and evidence, so
+    ``report FINDINGS`` says what ``scan`` says, whichever release wrote the directory. Its severity
+    stays the stored one (what ``--fail-on`` judged when it was written); a rule or kind the catalog
+    no longer has, or evidence its templates cannot fill, keeps the stored text."""
+    from auditor.engine.rule import catalog
+
+    rule = catalog().get(finding.get("rule"))
+    if rule is None or finding.get("kind") not in rule.kinds:
+        return finding
+    try:
+        again = render(rule, finding)
+    except (KeyError, ValueError, TypeError, IndexError):
+        return finding
+    return {**finding, **{k: again[k] for k in ("message", "remediation", "remediation_commands")}}

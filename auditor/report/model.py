@@ -459,7 +459,12 @@ def load_findings_dir(path: str | Path) -> tuple[list[dict], dict, dict]:
 
 
 def load_report(path: str | Path, filters: Filters | None = None, bootstrap_server: str | None = None) -> Report:
+    """The report of a findings directory: its findings with today's text of their kinds
+    (:func:`auditor.engine.messages.render_stored`), its run's manifest and plots."""
+    from auditor.engine.messages import render_stored
+
     rows, manifest, plots = load_findings_dir(path)
+    rows = [render_stored(normalize_finding(r)) for r in rows]
     run = {k: manifest.get(k) for k in ("run_id", "as_of_ms", "as_of_given", "skipped", "rule_seconds", "tables")}
     run["source"] = str(Path(path).absolute())
     return build_report(rows, summary=manifest.get("summary") or {}, plots=plots, run=run, filters=filters,
