@@ -40,9 +40,9 @@ tiered partition whose remote segments were not given, for a transaction that
 started before the newest record of the remote part (its markers may be there),
 nor on a replica with offsets missing between its segments as read (segments left
 out, or a copy of a running broker that lost or cut one) unless the transaction's
-open data follows the gap. Open data is the transaction's own only if it was
-written before the id's next transaction started (the markers' window): data of
-a later transaction, still open, says nothing of this one's marker.
+open data follows the gap (written before the id's next transaction started, as
+its markers are: a later transaction's open data says nothing of this one's
+marker).
 
 **Why it matters.** The transaction is no longer atomic. With a
 ``wrong-marker``, ``read_committed`` consumers of this partition see data the
@@ -128,18 +128,10 @@ def run(ctx):
 
 def _decided(ctx):
     """Each completed decision (a Prepare* then its Complete*), one row per partition it lists."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    h = ctx.coordinator_history
-    # Ongoing/Prepare*/Complete* records in order; for a Complete*, the next Ongoing or Prepare* (one or two
-    # rows on: a retried append can repeat the Complete*) starts the id's next transaction (a transaction.version
-    # 2 abort goes straight to PrepareAbort). Same ordering as the history: no sort.
-    f = h.where(F.col("state").isin("Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"))
-    wf = Window.partitionBy(*HISTORY_KEY).orderBy("offset")
-    starts = lambda c: c.isin("Ongoing", "PrepareCommit", "PrepareAbort")  # noqa: E731
-    f = f.withColumn("next_start_ts", F.when(starts(F.lead("state", 1).over(wf)), F.lead(_start(), 1).over(wf)).when(
-        starts(F.lead("state", 2).over(wf)), F.lead(_start(), 2).over(wf)))
+    # a Complete* record after its Prepare*; the id's next transaction starts the window after it
+    f = ctx.coordinator_history.withColumn("next_start_ts", F.col("next_transaction_start_ms"))
     pairs = f.where(
         ((F.col("state") == "CompleteCommit") & (F.col("prev_state_label") == "PrepareCommit"))
         | ((F.col("state") == "CompleteAbort") & (F.col("prev_state_label") == "PrepareAbort"))
@@ -207,13 +199,13 @@ def _classified(ctx, g):
     opened = ctx.open_transactions.select(*REPLICA, "producer_id", F.col("first_offset").alias("open_first_offset"),
                                           F.col("data_epoch_min").alias("open_epoch"),
                                           F.col("first_timestamp").alias("open_first_ts"), "prev_coordinator_epoch")
-    # open data is this transaction's only if written at or below its epoch and before the id's next
-    # transaction started (the same window as its markers): otherwise it is a later transaction's
-    ours = (F.col("open_epoch") <= F.col("epoch")) & (
-        F.col("next_start_ts").isNull() | (F.col("open_first_ts") < F.col("next_start_ts")))
     g = join_replica(g, opened, "left", on=["producer_id"]).withColumn(
-        "open_first_offset", F.when(ours, F.col("open_first_offset"))).withColumn(
+        "open_first_offset", F.when(F.col("open_epoch") <= F.col("epoch"), F.col("open_first_offset"))).withColumn(
         "open_epoch", F.when(F.col("open_first_offset").isNotNull(), F.col("open_epoch")))
+    # open data after a gap is this transaction's only if written before the id's next transaction started
+    # (the markers' window); a later transaction's, still open, says nothing of this one's marker
+    after_gap = (F.col("open_first_offset") >= F.col("gap_to_offset")) & (
+        F.col("next_start_ts").isNull() | (F.col("open_first_ts") < F.col("next_start_ts")))
     traced = (F.col("log_start_offset") == 0) | (F.col("session_markers") > 0) | F.col("open_first_offset").isNotNull()
     cls = (
         F.when(F.col("right_in"), F.lit(None))
@@ -231,8 +223,7 @@ def _classified(ctx, g):
         # offsets missing between the segments as read (left out, or gone or unfinished in a copy of a running
         # broker): the marker may be there, unless the transaction's open data lies after the gap (its marker
         # would follow it)
-        .when(F.col("gap_from_offset").isNotNull()
-              & ~F.coalesce(F.col("open_first_offset") >= F.col("gap_to_offset"), F.lit(False)), F.lit(None))
+        .when(F.col("gap_from_offset").isNotNull() & ~F.coalesce(after_gap, F.lit(False)), F.lit(None))
         .otherwise(F.lit("missing-marker"))
     )
     g = g.withColumn("classification", cls).where("classification IS NOT NULL")

@@ -46,10 +46,20 @@ def records(transaction_log):
     return tl.withColumn("state_label", F.when(F.col("is_tombstone"), F.lit("Dead")).otherwise(F.col("state")))
 
 
+#: the states of a transaction under way (it started: ``Ongoing``; a transaction.version 2 abort goes
+#: from ``Empty`` or ``Complete*`` straight to ``PrepareAbort``)
+_UNDER_WAY = ("Ongoing", "PrepareCommit", "PrepareAbort")
+
+
 def history(recs):
     """Each record with the previous record of the same transactional id (``prev_*``),
-    the state, offset and time of the next one (``next_*``: what followed a decision) and
-    ``is_last``: one window, one sort."""
+    the state, offset and time of the next one (``next_*``: what followed a decision),
+    ``is_last``, and ``next_transaction_start_ms``: when the id's next transaction after this
+    record's started (the first later record under way after one that is not; its
+    ``start_timestamp_ms``, else its last update), null while none did. The coordinator starts
+    no transaction of an id before the previous one's markers are written (it answers
+    CONCURRENT_TRANSACTIONS), so that instant bounds this record's transaction: its data and
+    markers precede it, a later transaction's data follows it."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -60,7 +70,13 @@ def history(recs):
     for c in _NEXT_COLUMNS:
         h = h.withColumn(f"next_{c}", F.lead(c).over(w))
     last = F.max("offset").over(w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
-    return h.withColumn("is_last", F.col("offset") == last)
+    h = h.withColumn("is_last", F.col("offset") == last)
+    starts = F.col("state_label").isin(*_UNDER_WAY) & ~F.coalesce(F.col("prev_state_label").isin(*_UNDER_WAY), F.lit(False))
+    start = F.when(starts, F.when(F.col("start_timestamp_ms") >= 0, F.col("start_timestamp_ms")).otherwise(
+        F.col("last_update_timestamp_ms")))
+    # newest first, the rows above this one are the later records: the nearest start among them (a running frame)
+    later = Window.partitionBy(*HISTORY_KEY).orderBy(F.col("offset").desc()).rowsBetween(Window.unboundedPreceding, -1)
+    return h.withColumn("next_transaction_start_ms", F.last(start, ignorenulls=True).over(later))
 
 
 def latest(recs, *, tombstones: bool = True):

@@ -28,7 +28,11 @@ first such; 0/1: at or above it, the latest), unless its marker is already on th
 before the data (then the data came after the decision: a late write; no older record decides it). With 0/1 the epochs cannot
 tell an earlier transaction's marker from the decision's, so the marker's time does: the
 decision's marker is written after the transaction started (``start_timestamp_ms``) and after
-the ``Prepare*`` record; an earlier transaction's before the transaction started.
+the ``Prepare*`` record; an earlier transaction's before the transaction started. Where the
+replica as read lacks offsets before the data (a segment missing from a copy of a running
+broker), the record's marker may be among them: data written once the id's next transaction had
+started (``next_transaction_start_ms`` of :func:`auditor.model.coordinator.history`) is that
+transaction's, and the record does not decide it.
 
 Under TV2 every transaction has an epoch of its own, so the markers of the same producer id on
 *other* partitions closing data of the same epoch are the same transaction's: their type is the
@@ -104,9 +108,9 @@ def _coordinator_decision(o, history):
         F.col("state_label").alias("_d_state"), F.col("topic_partitions").alias("_d_tps"),
         F.col("last_update_timestamp_ms").alias("_d_ms"), F.col("start_timestamp_ms").alias("_d_start_ms"),
         F.col("next_state_label").alias("_d_next_state"), F.col("next_timestamp").alias("_d_next_ms"),
-        F.col("next_offset").alias("_d_next_offset"))
+        F.col("next_offset").alias("_d_next_offset"), F.col("next_transaction_start_ms").alias("_d_next_start_ms"))
     k = o.select(*OPEN_KEY, "transactional_id", "data_epoch_max", "_tv2", "prev_marker_epoch", "prev_marker_type",
-                 "prev_marker_timestamp").where("transactional_id IS NOT NULL")
+                 "prev_marker_timestamp", "first_timestamp", "gap_to_offset").where("transactional_id IS NOT NULL")
     j = k.join(prep, ["cluster_id", "transactional_id"])
     listed = F.exists(F.coalesce(F.col("_d_tps"), F.array()),
                       lambda tp: (tp["topic"] == F.col("topic")) & (tp["partition"] == F.col("partition")))
@@ -117,7 +121,11 @@ def _coordinator_decision(o, history):
     since = F.when(F.col("_d_start_ms") >= 0, (F.col("_d_start_ms") + F.col("_d_ms")) / 2).otherwise(F.col("_d_ms"))
     delivered = ((F.col("prev_marker_epoch") == F.col("_d_epoch")) & (F.col("prev_marker_type") == outcome)
                  & (F.col("_tv2") | (F.col("prev_marker_timestamp") >= since)))
-    j = j.where((F.col("_d_pid") == F.col("producer_id")) & listed & covers)
+    # data after offsets the replica as read lacks, written once the id's next transaction had started, is
+    # that later transaction's: the record's marker may be in the missing offsets, so the record decides
+    # nothing here (transaction.version 0/1 epochs cannot tell the two apart)
+    later = (F.col("first_offset") >= F.col("gap_to_offset")) & (F.col("first_timestamp") >= F.col("_d_next_start_ms"))
+    j = j.where((F.col("_d_pid") == F.col("producer_id")) & listed & covers & ~F.coalesce(later, F.lit(False)))
     w = Window.partitionBy(*OPEN_KEY).orderBy(
         F.when(F.col("_tv2"), F.col("_d_epoch")).otherwise(F.lit(0)), F.when(F.col("_tv2"), F.col("_d_offset"))
         .otherwise(-F.col("_d_offset")))
