@@ -95,6 +95,8 @@ def compared(spark, tmp_path_factory):
         if live[f["path"]].live:
             segments[(f["log_dir"], f["topic"], f["partition"])].add(f["base_offset"])
 
+    _holes_both_ways(ctx, parts)
+
     for q in requests:  # the same high watermark on both sides: the checkpointed one, else the log end
         p = parts.get((q["log_dir"], q["topic"], q["partition"]))
         if p is not None and q["high_watermark"] is None:
@@ -102,6 +104,25 @@ def compared(spark, tmp_path_factory):
     answers = {v: load_partitions(requests, version=v) for v in VERSIONS}
     ctx.close()
     return requests, answers, parts, lsos, batches, snaps, segments
+
+
+def _holes_both_ways(ctx, parts: dict) -> None:
+    """Each replica's holes between segments, by the model's Spark query (``holes``) and by its
+    execution on rows for the readers without Spark (``holes_of_rows``), into ``parts``."""
+    from auditor.model.replica import offset_holes, offset_holes_of_rows
+
+    live = ctx.table("batches")
+    for p in parts.values():
+        p["holes"], p["holes_of_rows"] = [], []
+    for r in offset_holes(live).orderBy("hole_from_offset").collect():
+        parts[(r["log_dir"], r["topic"], r["partition"])]["holes"].append((r["hole_from_offset"], r["hole_to_offset"]))
+    rows = defaultdict(list)
+    cols = ("log_dir", "topic", "partition", "source", "file", "segment_base_offset", "base_offset", "last_offset", "magic")
+    for r in live.select(*cols).toLocalIterator():
+        rows[(r["log_dir"], r["topic"], r["partition"])].append(r.asDict())
+    for key, rs in rows.items():
+        if key in parts:
+            parts[key]["holes_of_rows"] = offset_holes_of_rows(rs)
 
 
 @pytest.fixture(params=VERSIONS)
@@ -148,6 +169,19 @@ def test_no_offset_hole_between_segments_but_the_cleaners_below_the_lso(compared
             assert p["gap_to_offset"] <= a["last_stable_offset"], (q["dir"], p["gap_to_offset"], a["last_stable_offset"])
     print(f"\n{rolled} uncompacted partitions of several segments, {holed} compacted ones with holes")
     assert rolled >= MIN_ROLLED and holed >= MIN_HOLED, (rolled, holed)
+
+
+def test_the_holes_are_one_rule_with_spark_and_without(compared):
+    """The timeline's pyarrow engine finds the holes between segments by the model's rule
+    (:func:`auditor.model.replica.offset_holes_of_rows`), as the audit's Spark query does
+    (:func:`auditor.model.replica.offset_holes`, whose count is ``offsets_missing_between``),
+    on every partition here, the compacted ones with holes among them."""
+    _, _, parts, *_ = compared
+    holed = [k for k, p in parts.items() if p["holes"]]
+    assert len(holed) >= MIN_HOLED, holed
+    for key, p in parts.items():
+        assert p["holes_of_rows"] == p["holes"], key
+        assert len(p["holes"]) == p["offsets_missing_between"], key
 
 
 def test_live_segments_are_the_brokers(compared, version):

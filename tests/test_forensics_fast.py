@@ -3,8 +3,9 @@
 Every sample capture is ingested once into one tables directory (so several
 clusters hold partitions of the same name, as in a shared dump). The pyarrow engine
 (no Spark) and the Spark engine must give the same events, JSON for JSON, on a
-partition of every capture and on every partition where the replay ends with an
-open transaction (the findings).
+partition of every capture, on every partition where the replay ends with an
+open transaction (the findings) and on every partition with offsets between its
+segments that none holds (the compacted ones: a row for each hole).
 """
 
 from __future__ import annotations
@@ -70,14 +71,30 @@ def chosen(tables):
     rows = _replicas(tables)
     first: dict[str, tuple[str, int]] = {}
     for r in sorted(rows, key=lambda r: (not r["is_transactional"], r["topic"], r["partition"])):
-        if not r["topic"].startswith("__cluster_metadata"):
+        if r["topic"] is not None and r["partition"] is not None and not r["topic"].startswith("__cluster_metadata"):
             first.setdefault(r["cluster_id"], (r["topic"], r["partition"]))
     keys = {(c, t, p) for c, (t, p) in first.items()}
     for c, t, p in sorted({(r["cluster_id"], r["topic"], r["partition"]) for r in rows if r["is_transactional"]}):
         end = list(ArrowTimeline(tables, TimelineRequest(t, p, cluster=c)).events())[-1]
         if end["open_transactions"]:
             keys.add((c, t, p))
-    return sorted(keys)
+    return sorted(keys | _holed(tables))
+
+
+def _holed(tables) -> set[tuple[str, str, int]]:
+    """(cluster, topic, partition) of the replicas with offsets between segments that none holds."""
+    from collections import defaultdict
+
+    from auditor.model.replica import offset_holes_of_rows
+    from auditor.tables.source import arrow_dataset
+
+    by_replica = defaultdict(list)
+    cols = ["cluster_id", "log_dir", "topic", "partition", "source", "file", "segment_base_offset", "base_offset",
+            "last_offset", "magic"]
+    for r in arrow_dataset(tables, "batches").to_table(columns=cols).to_pylist():
+        if r["topic"] is not None and r["partition"] is not None and not r["topic"].startswith("__cluster_metadata"):
+            by_replica[(r["cluster_id"] or f"logdir:{r['log_dir']}", r["log_dir"], r["topic"], r["partition"])].append(r)
+    return {(c, t, p) for (c, _, t, p), rs in by_replica.items() if offset_holes_of_rows(rs)}
 
 
 def test_arrow_and_spark_timelines_agree_on_every_sample_capture(tables, ctx, chosen):
@@ -85,7 +102,7 @@ def test_arrow_and_spark_timelines_agree_on_every_sample_capture(tables, ctx, ch
 
     clusters = {r["cluster_id"] for r in _replicas(tables) if not r["topic"].startswith("__cluster_metadata")}
     assert {c for c, _, _ in chosen} == clusters and len(clusters) >= 18
-    findings = 0
+    findings = gaps = 0
     for c, t, p in chosen:
         req = TimelineRequest(t, p, cluster=c)
         fast, slow = ArrowTimeline(tables, req), Timeline(ctx, req)
@@ -94,10 +111,12 @@ def test_arrow_and_spark_timelines_agree_on_every_sample_capture(tables, ctx, ch
         assert a == s, (c, t, p)
         end = json.loads(a[-1])
         findings += bool(end["open_transactions"])
+        gaps += sum(json.loads(e)["event"] == "gap" for e in a)
         # the end row is never stamped earlier than a row above it
         times = [json.loads(e)["time_ms"] for e in a[:-1]]
         assert all(end["time_ms"] >= x for x in times if x is not None), (c, t, p)
     assert findings >= 5
+    assert gaps >= 5  # the compacted partitions' holes between segments, shown by both engines
 
 
 def _cli(*args):

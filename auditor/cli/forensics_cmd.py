@@ -82,7 +82,7 @@ def _jsonl(events: Iterable[dict[str, Any]]) -> None:
 # -- one line per event ------------------------------------------------------------------------
 
 DETAIL_MIN = 20  # the detail column never gets fewer columns than this, even on a narrower terminal
-_STYLE = {"coordinator": "cyan", "lso": "yellow", "data-run": "dim", "end": "bold", "control": "magenta"}
+_STYLE = {"coordinator": "cyan", "lso": "yellow", "gap": "yellow", "data-run": "dim", "end": "bold", "control": "magenta"}
 _WIDE_HELP = ("Print every detail whole, one line per event however wide (the terminal wraps it); by default a "
               "detail longer than the terminal's width is cut, with an ellipsis.")
 

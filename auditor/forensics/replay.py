@@ -72,6 +72,9 @@ class ReplayOptions:
     end_offset: int | None = None  # log end at the end of the view (replica log end, or --to + 1)
     high_watermark: int | None = None  # replication-offset-checkpoint, when the view reaches the log end
     log_start_offset: int | None = None  # the replica's log start, when known (the model never puts the LSO below it)
+    # offsets between segments that no segment as read holds (the model's holes: auditor.model.replica.offset_holes),
+    # (from, to) with ``to`` exclusive, in offset order
+    holes: tuple[tuple[int, int], ...] = ()
 
 
 class _Peek:
@@ -367,6 +370,16 @@ class Replay:
             yield from self._flush()
             yield from self._lso_event(before, b["max_timestamp"])
 
+    def _hole(self, start: int, end: int) -> Iterator[dict[str, Any]]:
+        """A row for offsets no segment as read holds, where the replay passes them: what they
+        held (data, markers) is unknown, so the producer state and LSO after them are the
+        input's, not necessarily the broker's (the audit's verdicts say so: ``offsets-missing``)."""
+        yield from self._flush()
+        yield self._event(
+            "gap", "log", None, offset=start, last_offset=end - 1, missing_offsets=end - start,
+            detail=f"{_n(end - start, 'offset')} in no segment of the input: a segment left out or cut "
+                   "short (a copy of a running broker), or batches the cleaner removed; what they held is unknown")
+
     # -- coordinator -------------------------------------------------------------
     def _coordinator_visible(self, r: Mapping[str, Any]) -> bool:
         ts = r["timestamp"]
@@ -420,12 +433,15 @@ class Replay:
         records = list(coordinator)
         self._index_coordinator(records)
         coord = _Peek(records)
+        holes = list(self.opts.holes)
         for b in batches:
             ts = b["max_timestamp"]
             if self._first_batch_ms is None:
                 self._first_batch_ms = ts
             while (h := coord.head()) is not None and h["timestamp"] <= ts:
                 yield from self._coordinator(coord.pop())
+            while holes and holes[0][1] <= b["base_offset"]:
+                yield from self._hole(*holes.pop(0))
             yield from self._batch(b)
         yield from self._flush()
         if not self.opts.to_is_offset:

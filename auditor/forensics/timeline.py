@@ -217,6 +217,7 @@ class _TimelineBase:
             end_offset=rep.log_end if reaches_end else min(hi + 1, rep.log_end),
             high_watermark=bounds["high_watermark"] if reaches_end else None,
             log_start_offset=bounds["log_start_offset"],
+            holes=tuple((a, b) for a, b in bounds["holes"] if b > lo and (hi is None or a <= hi)),
         )
         replay = Replay(opts, tid_by_pid, self.open_at(lo))
         yield from replay.run(self.batch_stream(lo, hi), self.coordinator_stream(ids))
@@ -421,7 +422,9 @@ class Timeline(_TimelineBase):
         entry, None without one) and ``log_start_offset``, as the model derives them for
         the audit (:func:`auditor.model.replica.log_bounds` on this replica's rows): one
         small job. The replay counts with the high watermark capped at the log end, the
-        log end when there is none (``reference.effective_high_watermark``)."""
+        log end when there is none (``reference.effective_high_watermark``). ``holes``: the
+        offsets between its segments that none holds (:func:`auditor.model.replica.offset_holes`,
+        a second small job), ``(from, to)`` pairs, ``to`` exclusive."""
         from pyspark.sql import functions as F
 
         from auditor.model import replica as model
@@ -433,10 +436,12 @@ class Timeline(_TimelineBase):
             cp = self.ctx.table("checkpoints").where(
                 (F.col("cluster_id") == rep.cluster_id) & (F.col("log_dir") == rep.log_dir)
                 & (F.col("topic") == self.req.topic) & (F.col("partition") == self.req.partition))
-        row = model.log_bounds(self._rows(), cp).select("high_watermark", "log_start_offset").first()
+        rows = self._rows()
+        row = model.log_bounds(rows, cp).select("high_watermark", "log_start_offset").first()
         if row is None:
-            return {"high_watermark": None, "log_start_offset": None}
-        return row.asDict()
+            return {"high_watermark": None, "log_start_offset": None, "holes": []}
+        holes = model.offset_holes(rows).orderBy("hole_from_offset").collect()
+        return {**row.asDict(), "holes": [(h["hole_from_offset"], h["hole_to_offset"]) for h in holes]}
 
 
 # -- the pyarrow engine ---------------------------------------------------------------------------
@@ -674,14 +679,16 @@ class ArrowTimeline(_TimelineBase):
     def log_bounds(self) -> dict[str, Any]:
         """The replica's high watermark (its ``replication-offset-checkpoint`` entry) and
         log start (:func:`auditor.model.producer_state.reference.log_start_offset`), as
-        :func:`auditor.model.replica.log_bounds` gives them, from the same rows."""
+        :func:`auditor.model.replica.log_bounds` gives them, and the holes between its segments
+        (:func:`auditor.model.replica.offset_holes_of_rows`), from the same rows."""
         from auditor.model.producer_state.reference import log_start_offset
+        from auditor.model.replica import offset_holes_of_rows
 
         rep = self.replica
         assert rep is not None
         rows = self._rows()
         if not rows:
-            return {"high_watermark": None, "log_start_offset": None}
+            return {"high_watermark": None, "log_start_offset": None, "holes": []}
         hw = ls = None
         d = self._dataset("checkpoints")
         if d is not None:
@@ -705,7 +712,8 @@ class ArrowTimeline(_TimelineBase):
                 else:
                     ls = c["offset"] if ls is None else max(ls, c["offset"])
         first_seg = min((b["segment_base_offset"] for b in rows if b.get("segment_base_offset") is not None), default=None)
-        return {"high_watermark": hw, "log_start_offset": log_start_offset(ls, first_seg)}
+        return {"high_watermark": hw, "log_start_offset": log_start_offset(ls, first_seg),
+                "holes": offset_holes_of_rows(rows)}
 
 
 def open_timeline(tables: str, request: TimelineRequest, engine: str = "auto", spark_factory=None) -> _TimelineBase:

@@ -20,7 +20,9 @@ log's segment batches and the log dir's checkpoints:
 
 Every function takes DataFrames and returns one; none collects or persists (the
 audit context persists :func:`replica_facts`, the ``partitions`` view; the
-forensic timeline runs :func:`log_bounds` on its one replica's rows).
+forensic timeline runs :func:`log_bounds` and :func:`offset_holes` on its one replica's
+rows). One executes a rule on rows instead, for the readers without Spark:
+:func:`offset_holes_of_rows`.
 """
 
 from __future__ import annotations
@@ -75,6 +77,59 @@ def _offset_hole():
             & (F.col("min_magic") >= 2))
 
 
+def _segments_in_order(batches):
+    """:func:`segment_extents` with ``_prev_end``: local segments first, in offset order, each
+    with its predecessor's last offset + 1 (null for the first)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy(*REPLICA).orderBy("remote", "segment_base_offset")
+    return segment_extents(batches).withColumn("_prev_end", F.lag(F.col("last_offset") + 1).over(w))
+
+
+def offset_holes(batches):
+    """Each hole between the local segments of a replica as read (:func:`_offset_hole`), one row
+    per hole: the replica, ``hole_from_offset`` (the previous segment's last offset + 1) and
+    ``hole_to_offset`` (the base offset of the segment after it: the hole's end, exclusive).
+    :func:`log_bounds` counts the same holes; the forensic timeline shows each one."""
+    from pyspark.sql import functions as F
+
+    return _segments_in_order(batches).where(_offset_hole()).select(
+        *REPLICA, F.col("_prev_end").alias("hole_from_offset"), F.col("segment_base_offset").alias("hole_to_offset"))
+
+
+def offset_holes_of_rows(rows) -> list[tuple[int, int]]:
+    """:func:`offset_holes` of one replica's batch rows (dicts with ``source``, ``file``,
+    ``segment_base_offset``, ``base_offset``, ``last_offset``, ``magic``), for the readers
+    without Spark (the timeline's pyarrow engine): ``(hole_from_offset, hole_to_offset)`` pairs
+    in offset order, by the same rule (``tests/test_broker_oracle.py`` compares the two on every
+    partition of sample_logs/ and the corpus)."""
+    import re
+
+    remote_file = re.compile(REMOTE_SEGMENT_FILE)
+    segs: dict[tuple[bool, int | None], list] = {}
+    for b in rows:
+        if b.get("source") != "segment":
+            continue
+        key = (bool(b.get("file") and remote_file.search(b["file"])), b.get("segment_base_offset"))
+        s = segs.get(key)
+        if s is None:
+            segs[key] = [b["base_offset"], b["last_offset"], b["magic"]]
+        else:
+            s[0], s[1], s[2] = min(s[0], b["base_offset"]), max(s[1], b["last_offset"]), min(s[2], b["magic"])
+    holes, prev_end = [], None
+    for (remote, base), (first, last, magic) in sorted(segs.items(), key=lambda kv: (kv[0][0], _none_first(kv[0][1]))):
+        start = first if base is None else min(base, first)
+        if not remote and prev_end is not None and prev_end < start and magic >= 2:
+            holes.append((prev_end, start if base is None else base))
+        prev_end = last + 1
+    return holes
+
+
+def _none_first(v: int | None) -> tuple:
+    return (v is not None, v or 0)
+
+
 def log_bounds(batches, checkpoints=None):
     """Per replica of ``batches`` (the live log's ``batches`` rows; only ``source =
     'segment'`` ones are read): ``first_batch_offset``, ``log_end_offset``,
@@ -92,12 +147,9 @@ def log_bounds(batches, checkpoints=None):
 
     ``checkpoints``: the ``checkpoints`` table, or None when the input has none
     (both checkpoint columns are then null)."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    # local segments first, in offset order: each one's predecessor is the local segment before it
-    w = Window.partitionBy(*REPLICA).orderBy("remote", "segment_base_offset")
-    s = segment_extents(batches).withColumn("_prev_end", F.lag(F.col("last_offset") + 1).over(w))
+    s = _segments_in_order(batches)
     hole = _offset_hole()
     p = s.groupBy(*REPLICA).agg(
         F.min("first_offset").alias("first_batch_offset"),
