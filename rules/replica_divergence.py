@@ -13,6 +13,10 @@ missing kinds):
   first batch and its log end);
 * ``missing-batch`` — the same for a data batch.
 
+A replica does not lack what falls in offsets missing between its segments as
+read (segments left out of the input, or lost or cut short in a copy of a
+running broker): the input cannot show whether that replica holds it.
+
 Only the live log of each replica is compared (no ``.deleted`` copies).
 
 On compacted topics each replica's log cleaner runs on its own schedule, so the
@@ -110,7 +114,8 @@ def run(ctx):
 
     reps = ctx.partitions.groupBy(*PARTITION).agg(
         F.count(F.lit(1)).alias("replicas"),
-        F.sort_array(F.collect_list(F.struct("broker_id", "first_batch_offset", "log_end_offset"))).alias("ranges"),
+        F.sort_array(F.collect_list(F.struct("broker_id", "first_batch_offset", "log_end_offset", "gap_from_offset",
+                                             "gap_to_offset"))).alias("ranges"),
         F.max(F.col("is_compacted").cast("int")).cast("boolean").alias("is_compacted"),
     ).where("replicas > 1")
     # one replica per partition: nothing to compare. The inventory tells without a job; otherwise
@@ -147,9 +152,13 @@ def run(ctx):
     fields.append(F.when(~F.col("is_compacted"), differs("crc")))
     fields.append(F.when(~F.col("is_compacted"), differs("record_count")))
     g = g.withColumn("diff", F.concat_ws(", ", *fields))
+    # a replica lacks a batch its log as read covers: between its first batch and its log end, and not in
+    # offsets missing between its segments (left out of the input, or lost or cut short in a copy)
+    in_gap = lambda r: F.coalesce((F.col("base_offset") >= r["gap_from_offset"])  # noqa: E731
+                                  & F.coalesce(F.col("base_offset") < r["gap_to_offset"], F.lit(True)), F.lit(False))
     g = g.withColumn("lacking", F.transform(F.filter(
         "ranges", lambda r: (r["first_batch_offset"] <= F.col("base_offset")) & (F.col("base_offset") < r["log_end_offset"])
-        & ~F.array_contains(F.col("brokers"), r["broker_id"])), lambda r: r["broker_id"]))
+        & ~in_gap(r) & ~F.array_contains(F.col("brokers"), r["broker_id"])), lambda r: r["broker_id"]))
     g = g.withColumn("lacking", F.when(F.col("is_compacted"), F.array().cast("array<int>")).otherwise(F.col("lacking")))
     g = g.where((F.col("diff") != "") | (F.size("lacking") > 0))
 

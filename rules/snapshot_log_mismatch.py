@@ -21,7 +21,11 @@ snapshots with the log they describe and reports:
   missing from the dump), or a log dir read while its broker ran (the snapshot of a
   segment rolled after the partition was read). The broker deletes such snapshots on load.
 
-On compacted topics the cleaner drops a producer's older batches, so a
+Neither the first two is judged on what the input lacks: an entry's last batch in
+offsets missing between the segments as read (segments left out, or lost or cut
+short in a copy of a running broker), nor an open transaction below the log
+start when such offsets follow the snapshot (its marker may be there). On
+compacted topics the cleaner drops a producer's older batches, so a
 ``last-batch-mismatch`` because *no* batch ends at ``last_offset`` is not
 reported there (a different batch at that offset still is); nor in a cluster
 whose log dirs were not all cleanly stopped (:mod:`auditor.model.moving`): a
@@ -96,12 +100,15 @@ KINDS = {
 def run(ctx):
     from pyspark.sql import functions as F
 
-    parts = ctx.partitions.select(*REPLICA, "log_start_offset", "log_end_offset", "is_compacted")
+    parts = ctx.partitions.select(*REPLICA, "log_start_offset", "log_end_offset", "is_compacted", "gap_from_offset",
+                                  "gap_to_offset")
     e = join_replica(ctx.table("producer_snapshots").where("producer_id IS NOT NULL"), parts)
     out = []
 
-    # open transaction whose first offset was deleted, not closed by any later marker
-    o = e.where("current_txn_first_offset >= 0 AND current_txn_first_offset < log_start_offset")
+    # open transaction whose first offset was deleted, not closed by any later marker (judged where the log as
+    # read holds every offset after the snapshot: a marker may be in offsets missing between its segments)
+    o = e.where("current_txn_first_offset >= 0 AND current_txn_first_offset < log_start_offset").where(
+        F.col("gap_from_offset").isNull() | F.coalesce(F.col("gap_to_offset") <= F.col("snapshot_offset"), F.lit(False)))
     closers = join_replica(
         ctx.transactions.where("marker_offset IS NOT NULL").select(*REPLICA, "producer_id", "marker_offset"),
         F.broadcast(o.select(*ENTRY)), on=["producer_id"]).where("marker_offset >= snapshot_offset").select(*ENTRY)
@@ -115,8 +122,10 @@ def run(ctx):
                  compacted=F.col("is_compacted")).alias("evidence"),
     ))
 
-    # the entry's last batch, where the log still has that offset
-    c = e.where("last_offset >= 0 AND last_offset >= log_start_offset AND last_offset < log_end_offset")
+    # the entry's last batch, where the log as read holds that offset (not in offsets missing between its segments)
+    c = e.where("last_offset >= 0 AND last_offset >= log_start_offset AND last_offset < log_end_offset").where(
+        ~F.coalesce((F.col("last_offset") >= F.col("gap_from_offset"))
+                    & F.coalesce(F.col("last_offset") < F.col("gap_to_offset"), F.lit(True)), F.lit(False)))
     at = join_replica(ctx.producer_batches.where("is_data").select(
         *REPLICA, "last_offset", F.col("producer_id").alias("b_producer_id"), F.col("producer_epoch").alias("b_epoch"),
         F.col("base_offset").alias("b_base_offset"), F.col("last_sequence").alias("b_last_sequence"),

@@ -28,11 +28,16 @@ first such; 0/1: at or above it, the latest), unless its marker is already on th
 before the data (then the data came after the decision: a late write; no older record decides it). With 0/1 the epochs cannot
 tell an earlier transaction's marker from the decision's, so the marker's time does: the
 decision's marker is written after the transaction started (``start_timestamp_ms``) and after
-the ``Prepare*`` record; an earlier transaction's before the transaction started. Where the
-replica as read lacks offsets before the data (a segment missing from a copy of a running
-broker), the record's marker may be among them: data written once the id's next transaction had
-started (``next_transaction_start_ms`` of :func:`auditor.model.coordinator.history`) is that
-transaction's, and the record does not decide it.
+the ``Prepare*`` record; an earlier transaction's before the transaction started. When that
+marker is not in the input (offsets missing between segments, a compacted topic whose cleaner
+removed it with the transaction's data), the time of the data decides: data first written once
+the id's next transaction had started (``next_transaction_start_ms`` of
+:func:`auditor.model.coordinator.history`) is a later transaction's, and the record does not
+decide it (the transaction's own data precedes its ``Prepare*`` record, so only a producer clock
+ahead by more than the transaction's whole duration could be taken for a later one's). Where the
+coordinator's partition as read ends before the data was written, in a log dir read while its
+broker ran, a next transaction may have started unseen: the verdict says so (``read-while-moving``)
+rather than judge the decision's marker missing.
 
 Under TV2 every transaction has an epoch of its own, so the markers of the same producer id on
 *other* partitions closing data of the same epoch are the same transaction's: their type is the
@@ -110,7 +115,7 @@ def _coordinator_decision(o, history):
         F.col("next_state_label").alias("_d_next_state"), F.col("next_timestamp").alias("_d_next_ms"),
         F.col("next_offset").alias("_d_next_offset"), F.col("next_transaction_start_ms").alias("_d_next_start_ms"))
     k = o.select(*OPEN_KEY, "transactional_id", "data_epoch_max", "_tv2", "prev_marker_epoch", "prev_marker_type",
-                 "prev_marker_timestamp", "first_timestamp", "gap_to_offset").where("transactional_id IS NOT NULL")
+                 "prev_marker_timestamp", "first_timestamp").where("transactional_id IS NOT NULL")
     j = k.join(prep, ["cluster_id", "transactional_id"])
     listed = F.exists(F.coalesce(F.col("_d_tps"), F.array()),
                       lambda tp: (tp["topic"] == F.col("topic")) & (tp["partition"] == F.col("partition")))
@@ -121,10 +126,9 @@ def _coordinator_decision(o, history):
     since = F.when(F.col("_d_start_ms") >= 0, (F.col("_d_start_ms") + F.col("_d_ms")) / 2).otherwise(F.col("_d_ms"))
     delivered = ((F.col("prev_marker_epoch") == F.col("_d_epoch")) & (F.col("prev_marker_type") == outcome)
                  & (F.col("_tv2") | (F.col("prev_marker_timestamp") >= since)))
-    # data after offsets the replica as read lacks, written once the id's next transaction had started, is
-    # that later transaction's: the record's marker may be in the missing offsets, so the record decides
-    # nothing here (transaction.version 0/1 epochs cannot tell the two apart)
-    later = (F.col("first_offset") >= F.col("gap_to_offset")) & (F.col("first_timestamp") >= F.col("_d_next_start_ms"))
+    # data first written once the id's next transaction had started is a later transaction's (transaction.version
+    # 0/1 epochs cannot tell them apart; the record's own marker may be gone: missing offsets, the cleaner)
+    later = F.col("first_timestamp") >= F.col("_d_next_start_ms")
     j = j.where((F.col("_d_pid") == F.col("producer_id")) & listed & covers & ~F.coalesce(later, F.lit(False)))
     w = Window.partitionBy(*OPEN_KEY).orderBy(
         F.when(F.col("_tv2"), F.col("_d_epoch")).otherwise(F.lit(0)), F.when(F.col("_tv2"), F.col("_d_offset"))

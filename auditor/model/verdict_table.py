@@ -63,6 +63,9 @@ ARMS: tuple[Arm, ...] = (
     Arm("undetermined", ("decided", "~completed"), "deciding"),
     Arm("closed-after-the-copy", ("decided", "marker_after_read", "leader_then_known")),
     Arm("undetermined", ("decided", "marker_after_read"), "completed-after-read"),
+    # read while moving, the coordinator's view ends before this data (a next transaction may have started
+    # unseen: its data is not the decision's) or its marker may come after the read
+    Arm("undetermined", ("decided", "view_short"), "read-while-moving"),
     Arm("marker-skipped", ("decided", "decision_commit")),
     Arm("hanging", ("decided",)),
     Arm("in-flight", ("consulted", "known", "ongoing_here", "young")),
