@@ -109,6 +109,20 @@ def _empty(ctx):
                                           evidence(EVIDENCE).alias("evidence"))
 
 
+def _lacking():
+    """The brokers whose replica lacks the batch at ``base_offset`` although its log as read covers
+    it: between its first batch and its log end, and not in offsets missing between its segments
+    (left out of the input, or lost or cut short in a copy). None on compacted partitions."""
+    from pyspark.sql import functions as F
+
+    in_gap = lambda r: F.coalesce((F.col("base_offset") >= r["gap_from_offset"])  # noqa: E731
+                                  & F.coalesce(F.col("base_offset") < r["gap_to_offset"], F.lit(True)), F.lit(False))
+    lacking = F.transform(F.filter(
+        "ranges", lambda r: (r["first_batch_offset"] <= F.col("base_offset")) & (F.col("base_offset") < r["log_end_offset"])
+        & ~in_gap(r) & ~F.array_contains(F.col("brokers"), r["broker_id"])), lambda r: r["broker_id"])
+    return F.when(F.col("is_compacted"), F.array().cast("array<int>")).otherwise(lacking)
+
+
 def run(ctx):
     from pyspark.sql import functions as F
 
@@ -152,14 +166,7 @@ def run(ctx):
     fields.append(F.when(~F.col("is_compacted"), differs("crc")))
     fields.append(F.when(~F.col("is_compacted"), differs("record_count")))
     g = g.withColumn("diff", F.concat_ws(", ", *fields))
-    # a replica lacks a batch its log as read covers: between its first batch and its log end, and not in
-    # offsets missing between its segments (left out of the input, or lost or cut short in a copy)
-    in_gap = lambda r: F.coalesce((F.col("base_offset") >= r["gap_from_offset"])  # noqa: E731
-                                  & F.coalesce(F.col("base_offset") < r["gap_to_offset"], F.lit(True)), F.lit(False))
-    g = g.withColumn("lacking", F.transform(F.filter(
-        "ranges", lambda r: (r["first_batch_offset"] <= F.col("base_offset")) & (F.col("base_offset") < r["log_end_offset"])
-        & ~in_gap(r) & ~F.array_contains(F.col("brokers"), r["broker_id"])), lambda r: r["broker_id"]))
-    g = g.withColumn("lacking", F.when(F.col("is_compacted"), F.array().cast("array<int>")).otherwise(F.col("lacking")))
+    g = g.withColumn("lacking", _lacking())
     g = g.where((F.col("diff") != "") | (F.size("lacking") > 0))
 
     detail = F.concat(F.lit("offset "), F.col("base_offset").cast("string"), F.lit(": "))

@@ -67,7 +67,7 @@ from auditor.engine.findings import evidence
 from auditor.engine.rule import Command, Evidence, Kind, Rule
 from auditor.engine.views import REPLICA, join_replica
 from auditor.rules._common import COORDINATOR_EPOCH
-from auditor.model.coordinator import HISTORY_KEY
+from auditor.model.coordinator import HISTORY_KEY, transaction_start
 
 EVIDENCE = (
     Evidence("decision", "string", "COMMIT or ABORT: what the coordinator recorded (its Complete* record)"),
@@ -110,15 +110,6 @@ KINDS = {
 }
 
 
-def _start(prefix: str = ""):
-    """When a transaction started: its record's start timestamp, else (a transaction.version 2
-    abort straight from Empty/Complete*) the record's own timestamp."""
-    from pyspark.sql import functions as F
-
-    st, up = F.col(prefix + "start_timestamp_ms"), F.col(prefix + "last_update_timestamp_ms")
-    return F.when(st >= 0, st).otherwise(up)
-
-
 def run(ctx):
     """The decided transactions' listed replicas whose marker is missing or of the other type."""
     pairs = _decided(ctx)
@@ -142,7 +133,7 @@ def _decided(ctx):
         F.when(F.col("state") == "CompleteCommit", F.lit("COMMIT")).otherwise(F.lit("ABORT")).alias("decision"),
         F.col("prev_offset").alias("prepare_offset"), F.col("offset").alias("complete_offset"),
         F.col("prev_last_update_timestamp_ms").alias("prepare_ts"), F.col("last_update_timestamp_ms").alias("complete_ts"),
-        _start("prev_").alias("start_ts"), "next_start_ts",
+        transaction_start("prev_").alias("start_ts"), "next_start_ts",
         F.col("topic").alias("coordinator_topic"), F.col("partition").alias("coordinator_partition"),
         F.explode("prev_topic_partitions").alias("tp"),
     ).select("*", F.col("tp.topic").alias("topic"), F.col("tp.partition").alias("partition")).drop("tp")

@@ -52,6 +52,7 @@ from __future__ import annotations
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Command, Evidence, Kind, Rule
 from auditor.formats.txnlog import VALID_PREVIOUS_STATES
+from auditor.model.coordinator import transaction_start
 
 ABORT_SCAN_INTERVAL_MS = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms default
 IN_MEMORY_STATES = ("Dead", "PrepareEpochFence")
@@ -128,7 +129,7 @@ def run(ctx):
         & F.col("producer_id").eqNullSafe(F.col("prev_producer_id"))
         & F.col("producer_epoch").eqNullSafe(F.col("prev_producer_epoch"))
     )
-    started = F.when(F.col("start_timestamp_ms") >= 0, F.col("start_timestamp_ms")).otherwise(F.col("last_update_timestamp_ms"))
+    started = transaction_start()
     # the last two kinds are candidates here: decide() keeps them once old enough at the reference instant
     kind = (
         F.when(F.col("state").isin(*IN_MEMORY_STATES), F.lit("in-memory-state"))

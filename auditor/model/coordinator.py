@@ -51,6 +51,16 @@ def records(transaction_log):
 _UNDER_WAY = ("Ongoing", "PrepareCommit", "PrepareAbort")
 
 
+def transaction_start(prefix: str = ""):
+    """When a record's transaction started: its ``start_timestamp_ms``, else (-1: a transaction.version
+    2 abort straight from Empty/Complete*, or no transaction) the record's own last update time.
+    ``prefix``: of the columns (``prev_`` for the previous record's, in :func:`history`)."""
+    from pyspark.sql import functions as F
+
+    st, up = F.col(prefix + "start_timestamp_ms"), F.col(prefix + "last_update_timestamp_ms")
+    return F.when(st >= 0, st).otherwise(up)
+
+
 def history(recs):
     """Each record with the previous record of the same transactional id (``prev_*``),
     the state, offset and time of the next one (``next_*``: what followed a decision),
@@ -72,8 +82,7 @@ def history(recs):
     last = F.max("offset").over(w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
     h = h.withColumn("is_last", F.col("offset") == last)
     starts = F.col("state_label").isin(*_UNDER_WAY) & ~F.coalesce(F.col("prev_state_label").isin(*_UNDER_WAY), F.lit(False))
-    start = F.when(starts, F.when(F.col("start_timestamp_ms") >= 0, F.col("start_timestamp_ms")).otherwise(
-        F.col("last_update_timestamp_ms")))
+    start = F.when(starts, transaction_start())
     # newest first, the rows above this one are the later records: the nearest start among them (a running frame)
     later = Window.partitionBy(*HISTORY_KEY).orderBy(F.col("offset").desc()).rowsBetween(Window.unboundedPreceding, -1)
     return h.withColumn("next_transaction_start_ms", F.last(start, ignorenulls=True).over(later))
