@@ -18,9 +18,13 @@ of the transaction (``__transaction_state``):
 * ``markers-undelivered`` — the coordinator decided the transaction
   (``PrepareCommit``/``PrepareAbort`` listing the partition, or under
   transaction.version 2 the same transaction's marker on another partition)
-  longer than ``transaction.max.timeout.ms`` ago and the partition still has no
+  longer ago than the transaction's own timeout (its ``transaction.timeout.ms``
+  in the coordinator's record, at most ``transaction.max.timeout.ms``; the
+  maximum where the input has no record) and the partition still has no
   marker: the coordinator keeps retrying (``TransactionMarkerChannelManager``)
-  and cannot reach the partition's leader. Error, no abort command: the fix is
+  and cannot reach the partition's leader. Markers take milliseconds once every
+  leader answers, so a decision older than the time the coordinator gives the
+  whole transaction has overdue markers. Error, no abort command: the fix is
   the leader (or a coordinator move), and an abort where the coordinator decided
   COMMIT tears the transaction. Younger than the timeout it is ``in-flight``;
 * ``closed-after-the-copy`` — the log dirs were read while the brokers ran:
@@ -30,15 +34,33 @@ of the transaction (``__transaction_state``):
   only once every marker is written (or dropped for a partition without a
   leader: ``TransactionMarkerChannelManager``), so the marker was written after
   the segment was read. Info;
+* ``closed-on-another-replica`` — another copy of the partition in the input
+  holds the transaction's COMMIT or ABORT marker and this copy ends at or before
+  its offset: this copy is behind, the transaction closed. Info, and no abort
+  (the transaction is closed; aborting a committed one tears it). The message
+  names the copy holding the marker (log dir, broker, marker type and offset)
+  and what the input shows of why this one lags: a ``-future`` replica (a move
+  between the broker's log dirs, which serves no client until it replaces the
+  current replica), a replica the metadata log shows being added (a
+  reassignment), a dump of the same broker taken earlier, a broker stopped
+  cleanly, a log dir not cleanly stopped with nothing written after the marker
+  (a crashed or killed broker), a log starting later than the other copy's (a
+  replica created later), or a broker that wrote on after the marker (a follower
+  not caught up). A copy that goes on past the marker's offset without it has
+  diverged (an unclean leader election can leave a real hanging transaction so):
+  it keeps its verdict, and ``replica-divergence`` reports the split;
 * ``marker-skipped`` — the coordinator committed the transaction and wrote
   ``CompleteCommit`` without this partition's marker: it drops markers for
   partitions without a leader (``addTxnMarkersToBrokerQueue``, "likely deleted
-  already", KAFKA-5202). Critical: no marker will come; the rest of the
-  transaction is committed, and only an abort unblocks the LSO, at the cost of
-  this partition's records of the transaction (the advice says how to keep
-  them). No command: the choice is the operator's. A decided ABORT completed
-  without the marker is ``hanging`` (the abort finishes what the coordinator
-  decided);
+  already", KAFKA-5202). Critical: the coordinator sends no more markers and
+  the rest of the transaction is committed. The advice starts with the leader:
+  a leader that was frozen may still write the marker of a WriteTxnMarkers
+  request it took before it froze (seen on Kafka 4.3.1), and the LSO then moves
+  by itself. Only once the leader is back and a new scan still shows no marker
+  does an abort unblock the LSO, at the cost of this partition's records of the
+  transaction (the advice says how to keep them). No command: the choice is the
+  operator's. A decided ABORT completed without the marker is ``hanging`` (the
+  abort finishes what the coordinator decided);
 * ``late-write`` — the data belongs to a producer session (id, epoch) that has
   already had a marker on this partition, and the coordinator does not list the
   partition in an ongoing, unexpired transaction (the KAFKA-12671 pattern). With
@@ -50,28 +72,31 @@ of the transaction (``__transaction_state``):
   only data *below* it is late (``ProducerAppendInfo.checkProducerEpoch``);
 * ``unknown-to-coordinator`` — no ``__transaction_state`` record of the cluster
   names this producer id;
-* ``hanging`` — the coordinator has completed, fenced or expired the
-  transaction, does not list the partition, or the transaction is older than its
-  timeout (at most ``transaction.max.timeout.ms``).
+* ``hanging`` — the coordinator's record shows it did not decide COMMIT: it
+  has completed, fenced or expired the transaction, does not list the
+  partition, or decided ABORT;
+* ``overdue`` — the transaction is older than ``transaction.max.timeout.ms``
+  and the input holds no record of the coordinator's about it (no
+  ``__transaction_state``, or not the partition of its id). A live coordinator
+  aborts an Ongoing transaction by then, so it is hanging -- unless the
+  coordinator decided COMMIT and cannot reach this partition's leader (the
+  markers wait for the leader; an abort would tear the transaction), or it is a
+  two-phase-commit transaction. Error; the commands ask the coordinator first
+  (kafka-transactions.sh describe and find-hanging) and the abort is printed
+  guarded by what they show (``auditor/model/advice.py``: the safety contract of every abort).
 
 * ``undetermined`` — the input cannot tell: the partition's later segments
   were not given (the marker may be there), or the coordinator's record of the
   producer is not in the input (no ``__transaction_state``, or only some of its
   partitions) and the transaction is not older than
-  ``transaction.max.timeout.ms``; or another copy of the partition in the input
-  (a follower, a dump of the broker taken at another time) holds the
-  transaction's marker and this copy ends at or before it: this copy is behind
-  (one that goes on past the marker's offset has diverged and keeps its verdict).
-  The message says what is missing and what would settle it. A warning, never an
+  ``transaction.max.timeout.ms``. The message says what is missing and what would settle it. A warning, never an
   all-clear: an open transaction that pins the LSO is only harmless once shown to
   be in flight.
 
-Without the coordinator's records, age alone is decisive when it exceeds
-``transaction.max.timeout.ms`` (``hanging``): a live coordinator aborts any
-transaction by then — except a two-phase-commit one, which only the
-coordinator's record shows; such a finding says so (``settled_by``), and the
-transaction must be checked (``kafka-transactions.sh describe``) before an
-abort. The classification and the age (reference instant minus
+Without the coordinator's records, age alone says the transaction is overdue,
+never that the coordinator would have aborted it: a coordinator that decided
+COMMIT never aborts, it retries the markers until the partition's leader is
+back (``overdue`` above). The classification and the age (reference instant minus
 the first batch's timestamp) are the model's (``auditor/model/verdicts.py``):
 ``stuck-lso`` reports the same verdict and age for the transaction pinning the
 LSO.
@@ -97,7 +122,7 @@ from __future__ import annotations
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA, join_replica
-from auditor.rules._common import ABORT, COORDINATOR_EPOCH
+from auditor.rules._common import ABORT, CHECK_THEN_ABORT, COORDINATOR_EPOCH
 
 EVIDENCE = (
     Evidence("age_only", "boolean", "true when no coordinator record could be consulted for the producer"),
@@ -124,8 +149,10 @@ EVIDENCE = (
                                              "(the metadata log; -1: none)"),
     Evidence("partition_leaderless", "boolean", "the metadata log shows the partition without a leader when the "
                                                 "coordinator completed the transaction"),
-    Evidence("undetermined_reason", "string", "what the input lacks to classify the transaction (undetermined only)"),
-    Evidence("settled_by", "string", "what would settle it (undetermined), or tell a two-phase-commit transaction "
+    Evidence("undetermined_reason", "string", "what the input lacks to classify the transaction (undetermined), or "
+             "which copy holds its marker and why this one may be behind (closed-on-another-replica)"),
+    Evidence("settled_by", "string", "what would settle it (undetermined), what to check of a copy behind another "
+                                     "(closed-on-another-replica), or tell a two-phase-commit transaction "
                                      "from it (hanging by age alone)"),
     Evidence("offset_commit_groups", "array<string>", "on __consumer_offsets: the groups whose offsets the transaction "
              "commits, with their protocol (classic or KIP-848 consumer) as of the commit (auditor/model/groups.py)"),
@@ -158,13 +185,26 @@ _UNDELIVERED = ("bring back " + _LEADER + " (a paused, partitioned or fenced bro
                 "__transaction_state partition makes a new coordinator load the decision and send them again. Never "
                 "abort this partition by hand: an ABORT marker where the coordinator decided COMMIT tears the "
                 "transaction (its other partitions keep the records, this one loses them)")
-_SKIPPED = ("no marker will come, and a COMMIT marker cannot be written by hand: only an abort unblocks the LSO "
+_LEADER_FIRST = ("first the leader: make sure {topic}-{partition} has a live leader (kafka-topics.sh --describe); a "
+                 "leader that was frozen or partitioned may still write the marker of a WriteTxnMarkers request it took "
+                 "before, and the LSO then moves by itself: scan again (or kafka-transactions.sh describe-producers) once "
+                 "it is back. ")
+_SKIPPED = (_LEADER_FIRST + "Only if the leader is back and the marker still missing, an abort unblocks the LSO "
             "(kafka-transactions.sh --bootstrap-server <broker:port> abort --topic {topic} --partition {partition} "
-            "--start-offset {first_offset}), and it costs this partition's records of the transaction (offsets "
+            "--start-offset {first_offset}), and it costs this partition's records of the committed transaction (offsets "
             "{first_offset}..{last_offset}): read_committed consumers never see them, while the rest of the transaction "
             "stays committed. Before aborting, copy them (txn-audit timeline on the partition, or a consumer with "
             "isolation.level=read_uncommitted from offset {first_offset}, producer {producer_id}) and produce them "
             "again after the abort if they must be delivered; torn-transaction reports the same transaction")
+_ABORT_NEEDS_LEADER = ("the abort is written by the partition's leader: without one (kafka-topics.sh --describe) "
+                       "restore it first; ")
+_CHECK_FIRST = ("ask the coordinator before anything else: describe shows the transactional id's state "
+                "(PrepareCommit, or CompleteCommit of this transaction: the coordinator decided COMMIT, so bring back "
+                "the partition's leader and never abort; Ongoing with transaction timeout 2147483647: a two-phase-commit "
+                "transaction); find-hanging lists the partition only when the coordinator no longer has it in a "
+                "transaction, and fails while the partition's leader is down (restore the leader first). Abort only what "
+                "find-hanging lists, or scan again with the cluster's __transaction_state partitions, which settles it; "
+                + _FIND_CLIENT)
 KINDS = {
     "in-flight": Kind("info", "open transaction " + _WHERE + ": the coordinator has it {coordinator_state} with this "
                       "partition, within its timeout"),
@@ -178,21 +218,28 @@ KINDS = {
                          advice=_SETTLE),
     "late-write": Kind("critical", "late write " + _WHERE + ": written by producer session {producer_id}/{producer_epoch} "
                        "after that session's marker at offset {previous_marker_offset}; no marker will close it (KAFKA-12671)",
-                       ABORT, _FIND_CLIENT),
+                       ABORT, _ABORT_NEEDS_LEADER + _FIND_CLIENT),
     "unknown-to-coordinator": Kind("critical", "transaction unknown to the coordinator " + _WHERE + ": no "
                                    "__transaction_state record names producer {producer_id} (all "
                                    "{coordinator_partitions_in_dump} coordinator partitions with records were given)",
-                                   ABORT, _FIND_CLIENT),
+                                   ABORT, _ABORT_NEEDS_LEADER + _FIND_CLIENT),
     "markers-undelivered": Kind(
         "error", "markers undelivered " + _WHERE + ": the coordinator decided {decision}[[ ({decision_record})]] "
-        "longer than transaction.max.timeout.ms ago[[ (the transaction's {decision_marker} is written)]] and this "
+        "longer ago than its transaction timeout[[ ({transaction_timeout_ms} ms in its record)]] or "
+        "transaction.max.timeout.ms, whichever is shorter[[ (the transaction's {decision_marker} is written)]], and this "
         "partition still has no marker: its leader has not taken it (paused, partitioned or fenced)",
         advice=_UNDELIVERED),
     "marker-skipped": Kind(
         "critical", "marker skipped " + _WHERE + ": the coordinator committed the transaction and completed it "
         "without this partition's marker[[ ({decision_record})]][[{partition_leaderless:if}; the partition had no "
         "leader then (TransactionMarkerChannelManager drops markers for partitions without a leader, KAFKA-5202)]]: "
-        "the rest of the transaction is committed", advice=_SKIPPED),
+        "the rest of the transaction is committed, and the coordinator sends this partition no more markers",
+        advice=_SKIPPED),
+    "closed-on-another-replica": Kind(
+        "info", "transaction closed on another replica, not yet in this copy (log dir {log_dir}[[, broker {broker_id}]]), "
+        + _WHERE + ": {undetermined_reason}",
+        advice="no action on the transaction, and never an abort: it is closed where its marker is, and this copy "
+               "gets the marker by replication (or is superseded). To check this copy: {settled_by}"),
     "closed-after-the-copy": Kind(
         "info", "transaction closed after the copy " + _WHERE + ": the coordinator completed it ({decision_record}) "
         "after the last write this partition as read holds, which had a leader then[[ (broker {partition_leader_then})]]: "
@@ -200,11 +247,15 @@ KINDS = {
         "every marker is written)",
         advice="no action: a copy taken later, or the broker online (kafka-transactions.sh describe-producers), shows "
                "the marker"),
-    "hanging": Kind("error", "hanging transaction " + _WHERE + ": [[the coordinator's record of it: {coordinator_record}; "
-                    "this partition is in no unexpired transaction]][[{age_only:if}older than "
-                    "transaction.max.timeout.ms, so a live coordinator would have aborted it, unless it is a two-phase-commit "
-                    "transaction (KIP-939), which the coordinator never times out; the input lacks {settled_by}]]",
-                    ABORT, _FIND_CLIENT),
+    "hanging": Kind("error", "hanging transaction " + _WHERE + ": [[the coordinator's record of it: {coordinator_record}; ]]"
+                    "this partition is in no unexpired transaction of the producer[[ (the coordinator decided "
+                    "{decision})]]", ABORT, _ABORT_NEEDS_LEADER + _FIND_CLIENT),
+    "overdue": Kind("error", "overdue transaction " + _WHERE + ": older than transaction.max.timeout.ms, and the input "
+                    "holds no record of the coordinator's about it (__transaction_state): hanging if the coordinator "
+                    "ended it without this partition's marker; but if it decided COMMIT and cannot reach this "
+                    "partition's leader (paused, partitioned or fenced), the marker comes once the leader is back and "
+                    "an abort would tear the transaction; and a two-phase-commit transaction (KIP-939) is never timed "
+                    "out", CHECK_THEN_ABORT, _CHECK_FIRST),
 }
 
 

@@ -51,7 +51,7 @@ from __future__ import annotations
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA, join_replica
-from auditor.rules._common import ABORT, COMPACTED, COORDINATOR_EPOCH
+from auditor.rules._common import CHECK_THEN_ABORT, COMPACTED, COORDINATOR_EPOCH
 
 # a producer snapshot entry: its replica, then these
 ENTRY_KEY = ["snapshot_offset", "entry_index", "producer_id"]
@@ -78,9 +78,10 @@ KINDS = {
     "open-txn-below-log-start": Kind(
         "error", _SNAP + ": producer {producer_id} (epoch {producer_epoch}) has a transaction open since offset "
         "{current_txn_first_offset}, below the log start offset {log_start_offset}, and no later marker closes it: its "
-        "first records were deleted while it is still open", ABORT,
-        "the --start-offset is the transaction's first offset as the broker's producer state holds it, below the log "
-        "start offset"),
+        "first records were deleted while it is still open", CHECK_THEN_ABORT,
+        "ask the coordinator first (describe, find-hanging): the snapshot says the transaction is open, not what the "
+        "coordinator decided, and where it decided COMMIT an abort tears the transaction; the --start-offset is the "
+        "transaction's first offset as the broker's producer state holds it, below the log start offset"),
     "last-batch-mismatch": Kind(
         "error", _SNAP + ": entry for producer {producer_id} says its last batch is epoch {producer_epoch}, offsets "
         "{snapshot_first_offset}..{last_offset}, last sequence {snapshot_last_sequence}; "

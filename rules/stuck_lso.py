@@ -8,7 +8,13 @@ bound and the pin is judged against what the log holds):
 
 * ``stuck`` — the pinning transaction will not close by itself: the model's
   verdict on it (``auditor/model/verdicts.py``) is hanging, late-write or
-  unknown-to-coordinator;
+  unknown-to-coordinator, where the coordinator's record (or the absence of
+  any, every coordinator partition given) shows it did not decide COMMIT;
+* ``overdue`` — the pinning transaction is older than
+  ``transaction.max.timeout.ms`` and the input holds no record of the
+  coordinator's about it: hanging, or decided COMMIT with this partition's
+  leader unreachable. The commands ask the coordinator first; the abort is
+  guarded by what they show (``auditor/model/advice.py``);
 * ``open`` — it is in flight (the coordinator has it Ongoing with this
   partition, within its timeout);
 * ``two-phase-commit`` — it is a two-phase-commit transaction (KIP-939: the
@@ -19,6 +25,13 @@ bound and the pin is judged against what the log holds):
   the coordinator completed the pinning transaction after the partition was
   read (``hanging-transaction``'s kind of the same name): pinned in the copy
   only;
+* ``closed-on-another-replica`` — another copy of the partition in the input
+  holds the pinning transaction's marker and this copy ends before it
+  (``hanging-transaction``'s kind of the same name, whose message says why this
+  copy may lag: a follower not caught up, a crashed broker, a ``-future`` replica,
+  a reassignment's new replica): pinned in this copy only, until it has the
+  marker. Info, no abort. Its message does not speak of consumers: they read
+  the partition's leader, which has the marker;
 * ``markers-undelivered`` / ``marker-skipped`` — the coordinator decided the
   pinning transaction and its marker for this partition is overdue, or was
   dropped with the transaction committed (``hanging-transaction``'s kinds of
@@ -27,10 +40,20 @@ bound and the pin is judged against what the log holds):
 * ``undetermined`` — the input cannot tell (later segments or the coordinator's
   record not given, and not provably too old): the message says what is missing.
 
+On a ``-future`` replica (the copy a move between the broker's log dirs builds;
+``future_replica``) no kind says ``read_committed`` consumers stop at the LSO:
+such a replica serves no client until it replaces the current one, whose own
+finding speaks for the consumers.
+
 The kind, the transaction's age (``duration_ms``: reference instant minus its
 first batch) and its transactional id are those of the ``hanging-transaction``
-finding at the same offset: one verdict per transaction. How long the LSO has
-trailed the newest data is the separate evidence field ``lag_ms``.
+finding at the same offset: one verdict per transaction. That age is how long the
+LSO has been pinned, and the message says it. The span of data behind the LSO
+(the newest batch's timestamp minus the pinning transaction's first batch's) is the
+separate evidence field ``lag_ms``: 0 when the pin's own batches are the newest,
+however long ago they were written. Where the log dir was not cleanly stopped, the
+message says the high watermark is the log end and the checkpoint's entry
+(``high_watermark_checkpoint``) only a lower bound, as ``txn-audit timeline`` does.
 
 **Why it matters.** ``read_committed`` consumers never read past the LSO and the
 log cleaner never compacts past it, so one open transaction that nobody will
@@ -50,7 +73,7 @@ from __future__ import annotations
 from auditor.engine.findings import evidence
 from auditor.engine.rule import Evidence, Kind, Rule
 from auditor.engine.views import REPLICA, join_replica
-from auditor.rules._common import ABORT, COMPACTED, COORDINATOR_EPOCH
+from auditor.rules._common import ABORT, CHECK_THEN_ABORT, COMPACTED, COORDINATOR_EPOCH
 
 EVIDENCE = (
     Evidence("last_stable_offset", "bigint", "the partition's LSO as the broker computes it from this log"),
@@ -58,13 +81,18 @@ EVIDENCE = (
                                          "offset (the log end offset without a checkpoint, or where the log dir was "
                                          "not cleanly stopped: its checkpoint lags the log)"),
     Evidence("high_watermark_checkpoint", "bigint", "the replication-offset-checkpoint's entry where it is only a lower "
-                                                    "bound (log dir not cleanly stopped); null otherwise"),
+                                                    "bound (log dir not cleanly stopped: the high watermark is then the "
+                                                    "log end offset); null otherwise"),
     Evidence("log_end_offset", "bigint", "next offset after the last batch of the log"),
     Evidence("lag_offsets", "bigint", "offsets between the LSO and the high watermark"),
-    Evidence("lag_ms", "bigint", "how long the LSO has trailed the newest data: the newest batch's timestamp minus the "
-                                 "pinning transaction's first batch's"),
+    Evidence("lag_ms", "bigint", "the span of data behind the LSO: the newest batch's timestamp minus the pinning "
+                                 "transaction's first batch's (0 when its batches are the newest; how long the LSO has "
+                                 "been pinned is the finding's duration_ms)"),
     Evidence("verdict", "string", "the model's verdict on the pinning transaction (hanging-transaction's kind)"),
-    Evidence("undetermined_reason", "string", "what the input lacks to classify it (undetermined only)"),
+    Evidence("undetermined_reason", "string", "what the input lacks to classify it (undetermined), or which copy "
+             "holds its marker and why this one may be behind (closed-on-another-replica)"),
+    Evidence("future_replica", "boolean", "the replica is a -future one (a move between the broker's log dirs): it "
+                                          "serves no client, so no consumer waits on its LSO"),
     Evidence("open_transactions", "bigint", "open transactions on the partition"),
     COMPACTED,
     Evidence("consumer_groups", "array<string>", "groups with committed offsets on the partition"),
@@ -73,8 +101,11 @@ EVIDENCE = (
     COORDINATOR_EPOCH,
 )
 
-_MESSAGE = ("LSO of {topic}-{partition} is pinned at {last_stable_offset} by producer {producer_id}, {lag_offsets} offsets "
-            "({lag_ms:duration} of data) behind the high watermark {high_watermark}: read_committed consumers stop at the LSO"
+_MESSAGE = ("LSO of {topic}-{partition} is pinned at {last_stable_offset} by producer {producer_id}"
+            "[[ for {duration_ms:duration}]], {lag_offsets} offsets behind the high watermark {high_watermark}"
+            "[[ (the log end: the replication-offset-checkpoint's {high_watermark_checkpoint} is only a lower bound, "
+            "the log dir was not cleanly stopped)]][[!{future_replica:if}: read_committed consumers stop at the LSO]]"
+            "[[{future_replica:if}: a -future replica (a move between the broker's log dirs), which serves no client]]"
             "[[; groups reading it: {consumer_groups:list}]]"
             "[[{compacted:if}; the log cleaner cannot compact past the LSO]]"
             "[[; pending transactional offset commits block offset fetches (KIP-447) of groups: "
@@ -92,6 +123,12 @@ KINDS = {
                          "{undetermined_reason}",
                          advice="not an all-clear: the hanging-transaction finding on the same offset says what would "
                                 "settle it; abort the transaction only once it proves hanging"),
+    "closed-on-another-replica": Kind(
+        "info", "LSO of {topic}-{partition} in this copy (log dir {log_dir}[[, broker {broker_id}]]) is pinned at "
+        "{last_stable_offset} by producer {producer_id}, {lag_offsets} offsets behind its high watermark "
+        "{high_watermark}, by a transaction another replica has closed: {undetermined_reason}",
+        advice="no action, and never an abort: this copy's LSO moves once it has the marker (hanging-transaction's "
+               "closed-on-another-replica finding on the same offset says how to check it)"),
     "closed-after-the-copy": Kind(
         "info", _MESSAGE + " (in the copy only: the coordinator completed the pinning transaction after this "
         "partition was read, so its marker, and the LSO with it, moved on after the copy)",
@@ -104,12 +141,20 @@ KINDS = {
                "finding on the same offset names the decision and the broker)"),
     "marker-skipped": Kind(
         "critical", _MESSAGE + " (the coordinator committed the pinning transaction and completed it without this "
-        "partition's marker: no marker will come)",
-        advice="only an abort unblocks it, at the cost of this partition's records of the committed transaction: "
-               "hanging-transaction's marker-skipped finding on the same offset says how to keep them first"),
+        "partition's marker: the coordinator sends it no more markers)",
+        advice="first the leader: make sure the partition has a live leader; a leader that was frozen may still write "
+               "the marker and the LSO then moves by itself (scan again once it is back). Only if the marker is still "
+               "missing then, an abort unblocks it, at the cost of this partition's records of the committed "
+               "transaction: hanging-transaction's marker-skipped finding on the same offset says how to keep them"),
     "stuck": Kind("error", _MESSAGE + " (the pinning transaction is {verdict}: no marker will come)", ABORT,
-                  "abort the pinning transaction, then audit again (hanging-transaction says why it hangs; when "
-                  "only its age says so, the input cannot rule out a two-phase-commit transaction: check it first)"),
+                  "abort the pinning transaction (its partition's leader writes the marker: restore a leader first if "
+                  "it has none), then audit again (hanging-transaction says why it hangs)"),
+    "overdue": Kind("error", _MESSAGE + " (the pinning transaction is older than transaction.max.timeout.ms and the "
+                    "input holds no record of the coordinator's about it: hanging, or decided with this partition's "
+                    "leader unreachable)", CHECK_THEN_ABORT,
+                    "ask the coordinator first (describe, find-hanging): where it decided COMMIT, bring back the "
+                    "partition's leader and never abort; hanging-transaction's overdue finding on the same offset "
+                    "says what each check shows"),
 }
 
 
@@ -141,7 +186,7 @@ def run(ctx):
         F.sort_array(F.collect_set("pending_group")).alias("pending_groups"))
 
     # the pin's transactional id is the model's; its verdict and age come in decide(), as hanging-transaction's
-    v = ctx.transaction_evidence.select(*REPLICA, "producer_id", "first_offset", "transactional_id")
+    v = ctx.transaction_evidence.select(*REPLICA, "producer_id", "first_offset", "transactional_id", "future_replica")
     pin = join_replica(pin, v, "left", on=["producer_id", "first_offset"])
     lag_ms = F.col("max_timestamp") - F.col("first_timestamp")
     return pin.select(
@@ -167,6 +212,7 @@ def run(ctx):
             consumer_groups=F.coalesce("groups", F.array()),
             pending_offset_commit_groups=F.coalesce("pending_groups", F.array()),
             coordinator_epoch=F.col("prev_coordinator_epoch"),
+            future_replica=F.coalesce(F.col("future_replica"), F.lit(False)),
         ).alias("evidence"),
     )
 
@@ -175,7 +221,8 @@ def run(ctx):
 # administrator (hanging, late-write, unknown-to-coordinator) are "stuck"; in-flight is "open"
 KIND_OF_VERDICT = {"in-flight": "open", "undetermined": "undetermined", "two-phase-commit": "two-phase-commit",
                    "markers-undelivered": "markers-undelivered", "marker-skipped": "marker-skipped",
-                   "closed-after-the-copy": "closed-after-the-copy"}
+                   "closed-after-the-copy": "closed-after-the-copy", "overdue": "overdue",
+                   "closed-on-another-replica": "closed-on-another-replica"}
 
 
 def decide(finding: dict, verdicts) -> dict:

@@ -7,42 +7,58 @@ holds a marker of the decided type from that producer. This rule pairs each
 ``Complete*`` record with the ``Prepare*`` record just before it (Kafka writes
 ``Complete*`` with an empty partition list: the partitions and the epoch the
 markers carry are the ``Prepare*`` record's) and looks, on every replica in the
-dump of every listed partition, for the producer's markers with that epoch
-written in the transaction's time window (below):
+dump of every listed partition, for that decision's markers among the producer's
+markers of that epoch (below):
 
 * ``wrong-marker`` — the partition got the *other* marker type: part of the
   transaction was committed and part aborted;
 * ``missing-commit-marker``, ``missing-abort-marker`` — no marker of that
-  producer and epoch at all, although the replica's log reaches past the
-  ``Complete*`` record.
+  producer and epoch that can be this decision's, although the replica's log
+  reaches past the ``Complete*`` record.
 
-Markers are matched by producer id, marker epoch (= the ``Prepare*`` record's
-epoch, transaction.version 0/1 and 2 alike) and a time window the protocol
-itself separates: a transaction's markers are written after its ``Prepare*``
-record, hence after its start (``start_timestamp_ms``), and before the
-transactional id's next transaction can start (the coordinator answers
-CONCURRENT_TRANSACTIONS until the markers are done), while the previous
-transaction's markers precede this start and the next one's follow the next
-``Prepare*``. So the window is [this transaction's start, the next
-transaction's start): windows of one id never overlap, and clock skew between
-the coordinator and the partition leader is tolerated up to the transaction's
-duration on one side and the pause before the next transaction on the other.
-With transaction.version 2 every transaction has its own epoch as well. The
-first COMMIT and the first ABORT marker at or after each window start are found
-with one running window over the producer's markers (no pairwise join).
+Markers are matched by producer id and marker epoch (= the ``Prepare*`` record's
+epoch), then by the log's order, and by time only where nothing else can tell
+(:func:`auditor.model.decisions.decision_markers`). Under transaction.version 2
+every transaction has an epoch of its own (bumped at EndTxn): the epoch alone
+matches. Under 0/1 one epoch serves a producer session's transactions back to
+back, often in one millisecond (on one broker the marker, the ``Complete*``
+record and the id's next transaction share it), so:
+
+* a decision's markers are stamped in [its transaction's start, the id's next
+  transaction's start], both ends counted in, widened by
+  ``auditor.model.decisions.CLOCK_SKEW_MS`` (20 ms) either way for the partition
+  leader's clock against the coordinator's (the coordinator sends them after the
+  ``Prepare*`` record and answers CONCURRENT_TRANSACTIONS until they are written):
+  within that, a leader's clock may lag by up to the transaction's length;
+* on a partition the markers of one producer and epoch are in the coordinator's
+  decision order, and each decision listing the partition leaves at least one (a
+  partition added but never written gets one; a coordinator that takes over
+  resends the markers of a ``Prepare*`` it loads, so one may appear twice). So
+  where windows overlap, a decision's first marker of its type ranks, in offset
+  order, after one marker per earlier decision of that type, counted from a
+  marker stamped before an earlier window on a replica that surely holds what
+  follows it (not compacted, no offsets missing between segments): transactions
+  in one millisecond are told apart by counting.
+
+A decision with no marker of its type where its marker can be is reported; the
+kind is ``wrong-marker`` when a marker of the other type in its window can be no
+decision of that type's. Of transactions that neither time nor order tells apart
+(one millisecond, no marker between), the finding names the last the count
+leaves without one.
 
 Only partitions that are in the dump are judged; a missing marker is not
 judged on compacted topics (the cleaner removes markers), on a replica whose
-newest timestamp is older than the ``Complete*`` record (it may just be
-behind), nor where retention has removed the producer's history (log start
-above 0 and no marker of that epoch nor open data on the replica), nor, on a
+newest timestamp is not past the ``Complete*`` record's append time by the clock
+skew (it may just be behind), nor where retention has removed the producer's
+history (log start above 0 and no marker of that epoch nor open data on the
+replica, or its oldest batch not surely older than the transaction), nor, on a
 tiered partition whose remote segments were not given, for a transaction that
 started before the newest record of the remote part (its markers may be there),
 nor on a replica with offsets missing between its segments as read (segments left
 out, or a copy of a running broker that lost or cut one) unless the transaction's
-open data follows the gap (written before the id's next transaction started, as
-its markers are: a later transaction's open data says nothing of this one's
-marker).
+open data follows the gap and was surely written before the decision (stamped
+more than the clock skew before the ``Prepare*`` record: the id's next
+transaction's data, still open, says nothing of this one's marker).
 
 **Why it matters.** The transaction is no longer atomic. With a
 ``wrong-marker``, ``read_committed`` consumers of this partition see data the
@@ -67,7 +83,7 @@ from auditor.engine.findings import evidence
 from auditor.engine.rule import Command, Evidence, Kind, Rule
 from auditor.engine.views import REPLICA, join_replica
 from auditor.rules._common import COORDINATOR_EPOCH
-from auditor.model.coordinator import HISTORY_KEY, transaction_start
+from auditor.model.decisions import CLOCK_SKEW_MS, STREAM, decision_markers, prepared, producer_markers
 
 EVIDENCE = (
     Evidence("decision", "string", "COMMIT or ABORT: what the coordinator recorded (its Complete* record)"),
@@ -81,8 +97,10 @@ EVIDENCE = (
     Evidence("open_data_first_offset", "bigint", "first offset of the producer's data still open on the partition"),
     Evidence("open_data_epoch", "int", "producer epoch of that data"),
     COORDINATOR_EPOCH,
-    Evidence("window_start_ms", "bigint", "start of the transaction: markers before it belong to earlier ones"),
-    Evidence("window_end_ms", "bigint", "start of the id's next transaction: markers after it belong to later ones"),
+    Evidence("window_start_ms", "bigint", "start of the transaction: markers stamped before it, less the clock skew, "
+                                          "belong to earlier ones"),
+    Evidence("window_end_ms", "bigint", "start of the id's next transaction: markers stamped after it, plus the clock "
+                                        "skew, belong to later ones"),
 )
 
 _WHERE = ("torn transaction of transactional id {transactional_id} (producer {producer_id}, marker epoch "
@@ -105,81 +123,57 @@ KINDS = {
         "it is still open"),
     "missing-commit-marker": Kind(
         "error", _MISSING,
-        advice="compare the partition's replicas first; a COMMIT marker cannot be written by hand: abort the open data "
-               "(kafka-transactions.sh abort) and produce the records again"),
+        advice="first the partition's leader and its replicas: make sure it has a live leader (a leader that was "
+               "frozen may still write the COMMIT marker of a request it took before) and compare its replicas (the "
+               "marker may be on the leader); scan again once the leader is back. A COMMIT marker cannot be written by "
+               "hand: only if the marker is still missing then, abort the open data (kafka-transactions.sh abort), "
+               "which costs this partition's committed records, and produce them again"),
 }
 
 
 def run(ctx):
     """The decided transactions' listed replicas whose marker is missing or of the other type."""
-    pairs = _decided(ctx)
-    g = _classified(ctx, _next_markers(ctx, pairs))
-    return _findings(g)
+    return _findings(_classified(ctx, _matched(ctx, _completed(ctx))))
 
 
-def _decided(ctx):
-    """Each completed decision (a Prepare* then its Complete*), one row per partition it lists."""
+def _completed(ctx):
+    """Each completed decision (a ``Complete*`` record after its ``Prepare*``): the ``Prepare*`` record's
+    offset, and the times and offsets the finding quotes."""
     from pyspark.sql import functions as F
 
-    # a Complete* record after its Prepare*; the id's next transaction starts the window after it
-    f = ctx.coordinator_history.withColumn("next_start_ts", F.col("next_transaction_start_ms"))
-    pairs = f.where(
+    h = ctx.coordinator_history
+    return h.where(
         ((F.col("state") == "CompleteCommit") & (F.col("prev_state_label") == "PrepareCommit"))
         | ((F.col("state") == "CompleteAbort") & (F.col("prev_state_label") == "PrepareAbort"))
     ).select(
-        *HISTORY_KEY,
-        F.col("prev_producer_id").alias("producer_id"),
-        F.col("prev_producer_epoch").cast("int").alias("epoch"),
-        F.when(F.col("state") == "CompleteCommit", F.lit("COMMIT")).otherwise(F.lit("ABORT")).alias("decision"),
-        F.col("prev_offset").alias("prepare_offset"), F.col("offset").alias("complete_offset"),
-        F.col("prev_last_update_timestamp_ms").alias("prepare_ts"), F.col("last_update_timestamp_ms").alias("complete_ts"),
-        transaction_start("prev_").alias("start_ts"), "next_start_ts",
-        F.col("topic").alias("coordinator_topic"), F.col("partition").alias("coordinator_partition"),
-        F.explode("prev_topic_partitions").alias("tp"),
-    ).select("*", F.col("tp.topic").alias("topic"), F.col("tp.partition").alias("partition")).drop("tp")
-    return pairs
+        "cluster_id", "transactional_id", F.col("prev_offset").alias("prepare_offset"),
+        F.col("offset").alias("complete_offset"), F.col("prev_last_update_timestamp_ms").alias("prepare_ts"),
+        F.col("last_update_timestamp_ms").alias("complete_ts"),
+        # appended once every marker was written (its last update time is when they were queued)
+        F.col("timestamp").alias("complete_append_ts"), F.col("partition").alias("coordinator_partition"))
 
 
-def _next_markers(ctx, pairs):
-    """Per decision and replica of a listed partition: the first COMMIT and the first ABORT marker
-    of the producer and epoch at or after the transaction's start, and whether the decision's
-    marker lies before the id's next transaction (``right_in``) or the other one does (``wm``)."""
-    from pyspark.sql import Window
+def _matched(ctx, completed):
+    """Per completed decision and replica of a listed partition that the dump holds: where its markers
+    can be (:func:`auditor.model.decisions.decision_markers`: ``markers_matched``, ``stream_markers``)
+    and ``wm``, the first marker of the other type in its window that no decision of that type can own,
+    where it has none of its own."""
     from pyspark.sql import functions as F
 
-    # every replica of the listed partitions that the dump holds: one probe each
     reps = ctx.partitions.select(*REPLICA, "log_start_offset", "max_timestamp", "min_timestamp", "is_compacted",
                                  "remote_not_given", "remote_max_timestamp", "gap_from_offset", "gap_to_offset")
-    probes = pairs.join(reps, ["cluster_id", "topic", "partition"]).withColumn("ts", F.col("start_ts")).withColumn(
-        "is_event", F.lit(1))
-
-    # the markers of those producers on those partitions, one row per marker
-    wanted = pairs.select("cluster_id", "topic", "partition", "producer_id").distinct()
-    markers = ctx.transactions.where("marker_offset IS NOT NULL").join(
-        wanted, ["cluster_id", "topic", "partition", "producer_id"], "left_semi").select(
-        *REPLICA, "producer_id", F.col("marker_epoch").cast("int").alias("epoch"),
-        F.col("marker_timestamp").alias("ts"), "marker_type", "marker_offset", "coordinator_epoch",
-        F.col("first_offset").alias("txn_first_offset"), F.lit(0).alias("is_event"))
-
-    # for each probe, the first COMMIT and the first ABORT marker of (producer, epoch) at or after the window
-    # start: walk newest first, so "the next one" is a running last() (linear, no quadratic frame)
-    u = probes.unionByName(markers, allowMissingColumns=True)
-    w = Window.partitionBy(*REPLICA, "producer_id", "epoch").orderBy(F.col("ts").desc(), F.col("is_event").asc())
-    upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    info = lambda t: F.when((F.col("is_event") == 0) & (F.col("marker_type") == t), F.struct(  # noqa: E731
-        F.col("ts").alias("ts"), F.col("marker_offset").alias("offset"), F.col("marker_type").alias("type"),
-        F.col("coordinator_epoch").alias("coordinator_epoch"), F.col("txn_first_offset").alias("first_offset")))
-    u = (u.withColumn("next_commit", F.last(info("COMMIT"), ignorenulls=True).over(upto))
-         .withColumn("next_abort", F.last(info("ABORT"), ignorenulls=True).over(upto))
-         .withColumn("session_markers", F.sum(1 - F.col("is_event")).over(
-             w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))))
-    g = u.where("is_event = 1")
-    inside = lambda m: m.isNotNull() & (F.col("next_start_ts").isNull() | (m["ts"] < F.col("next_start_ts")))  # noqa: E731
-    is_commit = F.col("decision") == "COMMIT"
-    right = F.when(is_commit, F.col("next_commit")).otherwise(F.col("next_abort"))
-    wrong = F.when(is_commit, F.col("next_abort")).otherwise(F.col("next_commit"))
-    g = g.withColumn("right_in", inside(right)).withColumn("wm", F.when(inside(wrong), wrong))
-    return g
+    matched, owned = decision_markers(prepared(ctx.coordinator_history), producer_markers(ctx.transactions), reps)
+    g = matched.join(completed, ["cluster_id", "transactional_id", "prepare_offset"])
+    key = ["producer_id", "epoch", "prepare_offset"]
+    flagged = g.where(~F.col("markers_matched")).select(*STREAM, "prepare_offset", "decision", "lo_ts", "hi_ts")
+    stray = owned.where(~F.col("ownable")).select(
+        *STREAM, F.struct(F.col("marker_offset").alias("offset"), F.col("marker_ts").alias("ts"),
+                          F.col("marker_type").alias("type"), "coordinator_epoch",
+                          F.col("txn_first_offset").alias("first_offset")).alias("m"))
+    wrong = join_replica(flagged, stray, on=["producer_id", "epoch"]).where(
+        (F.col("m.type") != F.col("decision")) & F.col("m.ts").between(F.col("lo_ts"), F.col("hi_ts"))
+    ).groupBy(*STREAM, "prepare_offset").agg(F.min("m").alias("wm"))
+    return join_replica(g, wrong, "left", on=key)
 
 
 def _classified(ctx, g):
@@ -187,38 +181,40 @@ def _classified(ctx, g):
     where the replica as read cannot show the marker."""
     from pyspark.sql import functions as F
 
+    skew = F.lit(CLOCK_SKEW_MS)
     opened = ctx.open_transactions.select(*REPLICA, "producer_id", F.col("first_offset").alias("open_first_offset"),
                                           F.col("data_epoch_min").alias("open_epoch"),
                                           F.col("first_timestamp").alias("open_first_ts"), "prev_coordinator_epoch")
     g = join_replica(g, opened, "left", on=["producer_id"]).withColumn(
         "open_first_offset", F.when(F.col("open_epoch") <= F.col("epoch"), F.col("open_first_offset"))).withColumn(
         "open_epoch", F.when(F.col("open_first_offset").isNotNull(), F.col("open_epoch")))
-    # open data after a gap is this transaction's only if written before the id's next transaction started
-    # (the markers' window); a later transaction's, still open, says nothing of this one's marker
+    # open data after a gap is this transaction's only if surely written before its decision: the id's next
+    # transaction's data, created once the producer heard of the decision, is stamped after the Prepare*
+    # record's time (less the clock skew); a later transaction's, still open, says nothing of this one's marker
     after_gap = (F.col("open_first_offset") >= F.col("gap_to_offset")) & (
-        F.col("next_start_ts").isNull() | (F.col("open_first_ts") < F.col("next_start_ts")))
-    traced = (F.col("log_start_offset") == 0) | (F.col("session_markers") > 0) | F.col("open_first_offset").isNotNull()
+        F.col("open_first_ts") < F.col("prepare_ts") - skew)
+    traced = (F.col("log_start_offset") == 0) | (F.col("stream_markers") > 0) | F.col("open_first_offset").isNotNull()
     cls = (
-        F.when(F.col("right_in"), F.lit(None))
+        F.when(F.col("markers_matched"), F.lit(None))
         .when(F.col("wm").isNotNull(), F.lit("wrong-marker"))
         .when(F.col("is_compacted"), F.lit(None))
-        .when(F.col("max_timestamp") < F.col("complete_ts"), F.lit(None))  # the replica's log stops before the decision
+        # the replica's log may stop before the markers: nothing surely appended after the Complete* record
+        .when(F.col("max_timestamp") <= F.col("complete_append_ts") + skew, F.lit(None))
         .when(~traced, F.lit(None))  # retention removed the producer's history here
         # the replica as read starts after the transaction began, its earlier batches removed (retention,
         # DeleteRecords): the transaction's data and marker may have gone with them
-        .when((F.col("log_start_offset") > 0) & (F.col("min_timestamp") > F.col("start_ts")), F.lit(None))
+        .when((F.col("log_start_offset") > 0) & (F.col("min_timestamp") >= F.col("start_ts") - skew), F.lit(None))
         # tiered storage without the remote store: markers written before the remote part's newest record
-        # may be there (a marker's timestamp is at or after its transaction's start)
-        .when(F.coalesce(F.col("remote_not_given") & (F.col("start_ts") <= F.col("remote_max_timestamp")), F.lit(False)),
-              F.lit(None))
+        # may be there (a marker is stamped at or after its transaction's start, less the clock skew)
+        .when(F.coalesce(F.col("remote_not_given") & (F.col("start_ts") - skew <= F.col("remote_max_timestamp")),
+                         F.lit(False)), F.lit(None))
         # offsets missing between the segments as read (left out, or gone or unfinished in a copy of a running
         # broker): the marker may be there, unless the transaction's open data lies after the gap (its marker
         # would follow it)
         .when(F.col("gap_from_offset").isNotNull() & ~F.coalesce(after_gap, F.lit(False)), F.lit(None))
         .otherwise(F.lit("missing-marker"))
     )
-    g = g.withColumn("classification", cls).where("classification IS NOT NULL")
-    return g
+    return g.withColumn("classification", cls).where("classification IS NOT NULL")
 
 
 def _findings(g):

@@ -4,7 +4,7 @@
 * ``rules/examples.json``: each rule's example, the first finding of its case marked
   ``example: true`` in ``tests/rules/<rule-id>/`` (shipped with the package, for ``txn-audit explain``);
 * ``docs/rules.md``: every rule's page (``auditor.report.rule_docs.rule_markdown``), in id order,
-  after an index.
+  after an index and the safety contract of the aborts they advise (``auditor/model/advice.py``).
 
 Run with the project's venv: ``.venv/bin/python scripts/build_docs.py``.
 """
@@ -45,6 +45,14 @@ def examples_json(examples: dict[str, dict]) -> str:
     return json.dumps(examples, indent=2, ensure_ascii=False) + "\n"
 
 
+def advice_md() -> str:
+    """The safety contract of every abort the rules advise: ``auditor/model/advice.py``'s docstring."""
+    from auditor.model import advice
+
+    body = advice.__doc__.strip().split("\n", 1)[1].strip()
+    return "\n## When an abort is advised\n\n" + body.replace("``", "`") + "\n"
+
+
 def rules_md(examples: dict[str, dict]) -> str:
     from auditor.engine.rule import discover
     from auditor.report.rule_docs import rule_markdown
@@ -56,7 +64,7 @@ def rules_md(examples: dict[str, dict]) -> str:
              "same page.", "",
              "| rule | severity | title |", "|---|---|---|"]
     lines += [f"| [`{r.id}`](#{r.id}) | {r.severity} | {r.title} |" for r in rules]
-    text = "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n" + advice_md()
     for r in rules:
         text += "\n" + rule_markdown(r, level=2, example=examples.get(r.id))
     return text

@@ -146,7 +146,7 @@ def compare(whole: list[dict], run: Run) -> list[str]:
       partition, producer id) — no alarm the whole capture does not raise;
     * every finding of the whole on the given part (its segment: the finding's first
       offset in it) is in the part with the same kind, or ``undetermined`` /
-      ``earlier-segments-not-given`` — and never below warning where the whole
+      ``earlier-segments-not-given`` / ``overdue`` (old, without the coordinator's record) — and never below warning where the whole
       says warning or worse, except ``earlier-segments-not-given`` (info: the
       directory listing shows the part lacks the segments that may hold the
       producer's earlier batches);
@@ -171,7 +171,8 @@ def compare(whole: list[dict], run: Run) -> list[str]:
         if p is None:
             bad.append(f"{run.label} {run.path.name}: lost {f['severity']} {f['rule']}/{f['kind']}")
         elif p["kind"] != f["kind"]:
-            if p["kind"] not in ("undetermined", "earlier-segments-not-given"):
+            # overdue: a part without the coordinator's record, older than any timeout (the checks first)
+            if p["kind"] not in ("undetermined", "earlier-segments-not-given", "overdue"):
                 bad.append(f"{run.label} {run.path.name}: {f['rule']} {f['kind']} became {p['kind']}")
             elif p["kind"] == "undetermined" and RANK[p["severity"]] < min(RANK[f["severity"]], 1):
                 bad.append(f"{run.label} {run.path.name}: {f['rule']} {f['severity']} became {p['severity']}")
@@ -182,14 +183,16 @@ def disagreements(findings: list[dict]) -> list[str]:
     """Every stuck-lso finding against the hanging-transaction finding at its offset: same age,
     same transactional id, and in-flight exactly when the LSO finding is ``open``."""
     bad = []
-    hanging = {(f["cluster_id"], f.get("broker_id"), f["topic"], f["partition"], f["first_offset"]): f
+    hanging = {(f["cluster_id"], f.get("broker_id"), f.get("log_dir"), f["topic"], f["partition"], f["first_offset"]): f
                for f in findings if f["rule"] == "hanging-transaction"}
     expect = {"open": {"in-flight"}, "undetermined": {"undetermined"}, "two-phase-commit": {"two-phase-commit"},
-              "stuck": {"hanging", "late-write", "unknown-to-coordinator"},
+              "stuck": {"hanging", "late-write", "unknown-to-coordinator"}, "overdue": {"overdue"},
               "markers-undelivered": {"markers-undelivered"}, "marker-skipped": {"marker-skipped"},
-              "closed-after-the-copy": {"closed-after-the-copy"}}
+              "closed-after-the-copy": {"closed-after-the-copy"},
+              "closed-on-another-replica": {"closed-on-another-replica"}}
     for s in (f for f in findings if f["rule"] == "stuck-lso"):
-        h = hanging.get((s["cluster_id"], s.get("broker_id"), s["topic"], s["partition"], s["first_offset"]))
+        h = hanging.get((s["cluster_id"], s.get("broker_id"), s.get("log_dir"), s["topic"], s["partition"],
+                         s["first_offset"]))
         if h is None:
             bad.append(f"stuck-lso without its transaction: {s['message']}")
             continue

@@ -38,20 +38,24 @@ class TableSet:
         self.rows: dict[str, list[dict]] = {name: [] for name in (*TABLES, "files")}
         self.not_given_rows: list[dict] = []
 
-    def _ctx(self, topic: str | None, partition: int | None, broker_id: int | None = None) -> dict:
+    def _ctx(self, topic: str | None, partition: int | None, broker_id: int | None = None,
+             log_dir: str | None = None) -> dict:
+        """The rows' context: broker ``broker_id``'s log dir ``/data/broker-<id>``, or ``log_dir`` (a
+        broker's second log dir, e.g. one holding a ``-future`` replica)."""
         b = self.broker_id if broker_id is None else broker_id
+        d = log_dir or f"/data/broker-{b}"
         return {"cluster_id": self.cluster, "broker_id": None if self.without_broker_ids else b,
-                "log_dir": f"/data/broker-{b}", "topic": topic,
-                "partition": partition, "file": f"/data/broker-{b}/{topic}-{partition}/00000000000000000000.log"}
+                "log_dir": d, "topic": topic,
+                "partition": partition, "file": f"{d}/{topic}-{partition}/00000000000000000000.log"}
 
     # -- batches -------------------------------------------------------------
     def batch(self, topic: str, partition: int, base_offset: int, count: int = 1, *, producer_id: int = -1,
               producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False, ts: int | None = None,
               broker_id: int | None = None, records: int | None = None, crc: int = 0,
-              segment_base_offset: int = 0) -> "TableSet":
+              segment_base_offset: int = 0, log_dir: str | None = None) -> "TableSet":
         last_seq = -1 if base_sequence < 0 else (base_sequence + count - 1) % (2**31)
         self.rows["batches"].append({
-            **self._ctx(topic, partition, broker_id), "segment_base_offset": segment_base_offset, "source": "segment",
+            **self._ctx(topic, partition, broker_id, log_dir), "segment_base_offset": segment_base_offset, "source": "segment",
             "position": base_offset * 100, "size": 100, "base_offset": base_offset, "last_offset": base_offset + count - 1,
             "last_offset_delta": count - 1, "partition_leader_epoch": 0, "magic": 2, "crc": crc, "crc_valid": True,
             "attributes": 0x10 if transactional else 0, "compression": "none", "timestamp_type": "CreateTime",
@@ -65,9 +69,10 @@ class TableSet:
 
     def marker(self, topic: str, partition: int, offset: int, producer_id: int, producer_epoch: int, *,
                commit: bool, coordinator_epoch: int = 0, ts: int | None = None, broker_id: int | None = None,
-               segment_base_offset: int = 0) -> "TableSet":
+               segment_base_offset: int = 0, log_dir: str | None = None) -> "TableSet":
         self.batch(topic, partition, offset, 1, producer_id=producer_id, producer_epoch=producer_epoch,
-                   transactional=True, ts=ts, broker_id=broker_id, segment_base_offset=segment_base_offset)
+                   transactional=True, ts=ts, broker_id=broker_id, segment_base_offset=segment_base_offset,
+                   log_dir=log_dir)
         row = self.rows["batches"][-1]
         row.update(is_control=True, attributes=0x30, control_type="COMMIT" if commit else "ABORT",
                    coordinator_epoch=coordinator_epoch)
@@ -175,10 +180,11 @@ class TableSet:
                         record_type="CONFIG_RECORD", config_resource_type=kind, config_resource_name=res,
                         config_name=name, config_value=value, source="log")
 
-    def leader(self, topic: str, partition: int, leader: int, *, offset: int, ts: int | None = None) -> "TableSet":
+    def leader(self, topic: str, partition: int, leader: int, *, offset: int, ts: int | None = None,
+               adding: list[int] | None = None) -> "TableSet":
         """A partition's leader in the metadata log: the topic's ``TopicRecord`` (with the first call for
         the topic) and a ``PartitionChangeRecord`` setting ``leader`` (-1: none) at ``offset``, appended
-        at ``ts``."""
+        at ``ts``; with ``adding``, the record sets the partition's adding replicas too (a reassignment)."""
         topic_id = f"id-{topic}"
         t = T0 + offset if ts is None else ts
         if not any(r.get("record_type") == "TOPIC_RECORD" and r.get("topic_name") == topic
@@ -187,20 +193,23 @@ class TableSet:
                      topic_name=topic, topic_id=topic_id, source="log")
         return self.add("metadata_records", "__cluster_metadata", 0, offset=offset, timestamp=t,
                         record_type="PARTITION_CHANGE_RECORD", topic_id=topic_id, partition_id=partition, leader=leader,
-                        source="log")
+                        source="log", data_json=None if adding is None else json.dumps({"addingReplicas": adding}))
 
     def inventory_file(self, topic: str, partition: int, kind: str, base_offset: int,
-                       broker_id: int | None = None, mtime_ms: int | None = None) -> "TableSet":
+                       broker_id: int | None = None, mtime_ms: int | None = None, log_dir: str | None = None,
+                       future: bool = False) -> "TableSet":
         """A live ``files`` inventory row: a ``txn-index`` or ``producer-snapshot`` (an empty file
         that left no rows in its table), or the ``segment`` the partition's batches are in, last
-        modified at ``mtime_ms`` when it was listed."""
-        ctx = self._ctx(topic, partition, broker_id)
+        modified at ``mtime_ms`` when it was listed; with ``future``, in the partition's ``-future``
+        directory (a move between the broker's log dirs: ``log_dir`` is the one it moves to)."""
+        ctx = self._ctx(topic, partition, broker_id, log_dir)
         ext = {"txn-index": "txnindex", "producer-snapshot": "snapshot", "segment": "log"}[kind]
         size, status = (100, "ok") if kind == "segment" else (0, "empty")
+        part_dir = f"{topic}-{partition}" + (".0123456789abcdef0123456789abcdef-future" if future else "")
         self.rows["files"].append({
-            "path": f"{ctx['log_dir']}/{topic}-{partition}/{base_offset:020d}.{ext}", "input_root": ctx["log_dir"],
+            "path": f"{ctx['log_dir']}/{part_dir}/{base_offset:020d}.{ext}", "input_root": ctx["log_dir"],
             "log_dir": ctx["log_dir"], "cluster_id": ctx["cluster_id"], "broker_id": ctx["broker_id"], "topic": topic,
-            "partition": partition, "dir_status": "live", "kind": kind, "file_status": "live", "base_offset": base_offset,
+            "partition": partition, "dir_status": "future" if future else "live", "kind": kind, "file_status": "live", "base_offset": base_offset,
             "size": size, "mtime_ms": mtime_ms, "status": status, "problem_count": 0})
         return self
 
@@ -215,10 +224,10 @@ class TableSet:
             "base_offset": None, "size": 0, "status": "empty", "problem_count": 0})
         return self
 
-    def clean_shutdown(self, broker_id: int | None = None) -> "TableSet":
+    def clean_shutdown(self, broker_id: int | None = None, log_dir: str | None = None) -> "TableSet":
         """The ``files`` row of the log dir's ``.kafka_cleanshutdown``: its broker stopped cleanly and did
         not start again (:mod:`auditor.model.moving`)."""
-        ctx = self._ctx(None, None, broker_id)
+        ctx = self._ctx(None, None, broker_id, log_dir)
         self.rows["files"].append({
             "path": f"{ctx['log_dir']}/.kafka_cleanshutdown", "input_root": ctx["log_dir"], "log_dir": ctx["log_dir"],
             "cluster_id": ctx["cluster_id"], "broker_id": ctx["broker_id"], "topic": None, "partition": None,

@@ -119,6 +119,33 @@ def test_arrow_and_spark_timelines_agree_on_every_sample_capture(tables, ctx, ch
     assert gaps >= 5  # the compacted partitions' holes between segments, shown by both engines
 
 
+def test_the_high_watermark_is_one_rule_with_spark_and_without(tables, ctx):
+    """Every replica's high watermark as the timeline's pyarrow engine finds it (the model's rule on
+    rows, :func:`auditor.model.replica.high_watermark_of`, over the replica's checkpoint entry, its
+    log end and whether its log dir was cleanly stopped:
+    :func:`auditor.model.moving.stopped_log_dirs_of_rows`) is the audit's (the Spark form,
+    :func:`auditor.model.producer_state.spark.high_watermarks`, in the ``last_stable_offsets`` view
+    that ``stuck-lso`` reports from), on every partition of every sample capture: the log dirs of
+    the captures that were not cleanly stopped among them."""
+    from auditor.forensics.timeline import ArrowTimeline, Replica, TimelineRequest
+    from auditor.model.replica import HighWatermark
+
+    cols = ("cluster_id", "broker_id", "log_dir", "topic", "partition", "log_end_offset", "high_watermark", "hw",
+            "hw_lower_bound")
+    rows = [r.asDict() for r in ctx.last_stable_offsets.select(*cols).collect()
+            if r["topic"] is not None and r["partition"] is not None]
+    assert len(rows) >= 150, len(rows)  # every replica with a batch (173 when this was written)
+    moved, live = 0, ArrowTimeline(tables, TimelineRequest("", 0))._live()
+    for r in rows:
+        tl = ArrowTimeline(tables, TimelineRequest(r["topic"], r["partition"], cluster=r["cluster_id"]))
+        tl._live_cache = live  # the live log of the tables, decided once (each command decides it once)
+        tl.replica = Replica(r["cluster_id"], r["broker_id"], r["log_dir"], 0, 0, r["log_end_offset"])
+        key = (r["log_dir"], r["topic"], r["partition"])
+        assert tl.log_bounds()["high_watermark"] == HighWatermark(r["hw"], r["high_watermark"], r["hw_lower_bound"]), key
+        moved += r["hw_lower_bound"]
+    assert moved >= 3, moved  # a capture of a broker killed with its checkpoint written (synthetic-kafka-python)
+
+
 def _cli(*args):
     return CliRunner().invoke(cli, [str(a) for a in args])
 

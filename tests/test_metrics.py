@@ -84,7 +84,7 @@ def test_the_doc_table_is_the_registry():
 
 def test_the_file_holds_the_registry_and_nothing_else():
     findings = [finding("hanging-transaction", "late-write", duration_ms=1_200_000),
-                finding("stuck-lso", "stuck", lag_offsets=42, lag_ms=1_199_000)]
+                finding("stuck-lso", "stuck", duration_ms=1_200_000, lag_offsets=42, lag_ms=1_199_000)]
     text = M.success_text(outcome(findings), ended_s=1_800_000_000.5, duration_s=12.25)
     emitted = {}
     for name, labels in parse(text):
@@ -121,15 +121,26 @@ def test_partition_series_come_from_findings_that_need_action_their_largest_valu
         finding("hanging-transaction", "hanging", duration_ms=2_000_000),  # same partition, older
         finding("hanging-transaction", "in-flight", partition=1, duration_ms=9_000_000),  # info: normal state
         finding("hanging-transaction", "undetermined", partition=2, duration_ms=9_000_000),  # warning: unsettled
-        finding("stuck-lso", "stuck", lag_offsets=10, lag_ms=1_500),
-        finding("stuck-lso", "open", partition=1, lag_offsets=99, lag_ms=99_000),  # info: in flight
+        finding("stuck-lso", "stuck", duration_ms=2_000_000, lag_offsets=10, lag_ms=1_500),
+        finding("stuck-lso", "open", partition=1, duration_ms=9_000_000, lag_offsets=99, lag_ms=99_000),  # info
     ]
     s = parse(M.success_text(outcome(findings), 1.0, 1.0))
     ages = {dict(ls)["partition"]: v for (n, ls), v in s.items() if n == "txn_audit_hanging_transaction_age_seconds"}
     assert ages == {"0": 2000.0}
     assert value(s, "txn_audit_lso_lag_offsets", partition="0") == 10
-    assert value(s, "txn_audit_lso_lag_seconds", partition="0") == 1.5
+    assert value(s, "txn_audit_lso_lag_seconds", partition="0") == 2000
     assert value(s, "txn_audit_lso_lag_offsets", partition="1") is None
+
+
+def test_a_pinned_lso_shows_its_age_not_the_span_of_data_behind_it():
+    """Issue 55: an LSO pinned for 1m46s by a transaction whose batches are the partition's newest
+    (written in one millisecond: ``lag_ms`` 0). The file says how long it has been pinned, the
+    finding's ``duration_ms`` (the verdict's age as of the reference instant); no series says 0."""
+    pin = finding("stuck-lso", "stuck", duration_ms=106_000, lag_offsets=3, lag_ms=0)
+    s = parse(M.success_text(outcome([pin]), 1.0, 1.0))
+    assert value(s, "txn_audit_lso_lag_seconds", partition="0") == 106
+    mine = {n: v for (n, ls), v in s.items() if ("partition", "0") in ls}
+    assert mine == {"txn_audit_lso_lag_offsets": 3, "txn_audit_lso_lag_seconds": 106}
 
 
 def test_partitions_past_the_cap_are_one_roll_up_series_per_cluster():
@@ -155,7 +166,7 @@ def test_a_failed_run_keeps_the_last_good_values(tmp_path):
                                      "txn_audit_run_duration_seconds"}
     assert value(first, "txn_audit_run_success") == 0
     findings = [finding("hanging-transaction", "late-write", duration_ms=1_200_000),
-                finding("stuck-lso", "stuck", lag_offsets=42, lag_ms=1_199_000)]
+                finding("stuck-lso", "stuck", duration_ms=1_200_000, lag_offsets=42, lag_ms=1_199_000)]
     with M.recording(path) as run:
         run.succeeded(outcome(findings))
     good = parse(Path(path).read_text())

@@ -62,6 +62,7 @@ def replica(spark, tables):
 def test_replay_end_lso_is_the_reference_models(tables, replica):
     from auditor.forensics.replay import Replay, ReplayOptions
     from auditor.model.producer_state.reference import load_replica
+    from auditor.model.replica import high_watermark_of
 
     batches, model = replica
     loaded = load_replica(batches, log_start_offset=model["log_start_offset"], log_end_offset=model["log_end_offset"],
@@ -77,12 +78,13 @@ def test_replay_end_lso_is_the_reference_models(tables, replica):
     end = events[-1]
     assert end["event"] == "end"
     assert (end["lso"], end["high_watermark"], end["log_end"]) == (
-        loaded.last_stable_offset, model["high_watermark"], model["log_end_offset"])
+        loaded.last_stable_offset, model["hw"], model["log_end_offset"])
     assert f"LSO {loaded.last_stable_offset}" in end["detail"]
 
     # the replay on the same batches directly, with the log start too
     opts = ReplayOptions(topic=TOPIC, partition=PARTITION, end_offset=model["log_end_offset"],
-                         high_watermark=model["high_watermark"], log_start_offset=model["log_start_offset"])
+                         high_watermark=high_watermark_of(model["high_watermark"], model["log_end_offset"]),
+                         log_start_offset=model["log_start_offset"])
     direct = list(Replay(opts).run(batches))
     assert direct[-1]["lso"] == loaded.last_stable_offset == model["last_stable_offset"]
     # on the way, the LSO is the model's with the log end standing for the high watermark
@@ -96,11 +98,12 @@ def test_replay_without_a_high_watermark_uses_the_log_end(replica):
     above the log end is capped by it."""
     from auditor.forensics.replay import Replay, ReplayOptions
     from auditor.model.producer_state.reference import load_replica
+    from auditor.model.replica import high_watermark_of
 
     batches, model = replica
     leo = model["log_end_offset"]
     for hw in (None, leo + 5):
-        end = list(Replay(ReplayOptions(end_offset=leo, high_watermark=hw)).run(batches))[-1]
+        end = list(Replay(ReplayOptions(end_offset=leo, high_watermark=high_watermark_of(hw, leo))).run(batches))[-1]
         assert end["lso"] == load_replica(batches, log_start_offset=0, log_end_offset=leo,
                                           high_watermark=hw).last_stable_offset, hw
 

@@ -148,6 +148,10 @@ def test_an_alert_fires_on_a_hanging_transaction_and_resolves_after_the_fix(spar
         pending, fired = samples["pending"][0], samples["firing"][0]
         assert pending < fired and fired - pending >= 1.5, samples  # pending for `for:` (2 s), then firing
         wait_for(lambda: _fires(prom, STUCK), f"{STUCK} to fire")
+        # how long the stuck LSO has been pinned: its stuck-lso finding's duration_ms, the hanging
+        # transaction's age (not the span of data behind the LSO)
+        pinned = prom.query("txn_audit_lso_lag_seconds")
+        assert [(r["metric"]["topic"], float(r["value"][1])) for r in pinned] == [("transfers", pytest.approx(0.392))]
         assert prom.state(FAILING) is None and prom.state(NOT_RUN) is None
         _check_series(prom)
         life.update(pending=pending, firing=fired)

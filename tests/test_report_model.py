@@ -196,7 +196,7 @@ def test_table_commands_one_abort_per_finding_and_advice_once_per_kind():
     older = ("# brokers before 3.0: kafka-transactions.sh --bootstrap-server <broker:port> abort --topic payments "
              "--partition 3 --producer-id 8 --producer-epoch 0 --coordinator-epoch 0")
     assert older not in lines and older in render(build_report(SAMPLE), "markdown").splitlines()
-    hanging_advice = [ln for ln in lines if ln.startswith("advice: after the abort")]
+    hanging_advice = [ln for ln in lines if ln.startswith("advice: the abort is written by the partition")]
     assert len(hanging_advice) == 1  # two hanging findings, one advice
     # the next forensic command under each finding with a partition; one cluster: no --cluster
     assert "txn-audit timeline <TABLES> --topic payments --partition 3 --from 10 --producer-id 8" in lines
@@ -418,3 +418,20 @@ def test_report_runs_without_spark(tmp_path):
     res = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=120, cwd=PROJECT)
     assert res.stderr.endswith("exit=1 pyspark=False py4j=False"), res.stderr[-500:]
     assert res.stdout.startswith("<!DOCTYPE html>")
+
+
+def test_a_guarded_abort_is_a_comment_on_every_line_in_the_terminal_and_markdown():
+    """An overdue transaction (no coordinator record): the checks that ask the coordinator are commands,
+    the abort after them is a shell comment on every line it wraps to, so pasting the incident's lines runs
+    the checks and never the abort; Markdown gives it as one comment line."""
+    rep = build_report([finding(kind="overdue", evidence={"age_only": True})])
+    lines = [ln.strip() for ln in render_table(rep, width=80).splitlines()]
+    checks = [i for i, ln in enumerate(lines) if ln.startswith("kafka-transactions.sh") and "abort" not in ln]
+    guarded = [i for i, ln in enumerate(lines) if ln.startswith("#")]
+    assert checks and guarded and max(checks) < min(guarded)
+    assert not any(ln.startswith("kafka-transactions.sh") and " abort " in ln for ln in lines)
+    assert any("--start-offset 100" in lines[i] for i in guarded)
+    assert guarded == list(range(guarded[0], guarded[-1] + 1))  # one block, every line commented
+    md = render(rep, "markdown").splitlines()
+    assert [ln for ln in md if " abort " in ln and ln.startswith("kafka-transactions.sh")] == []
+    assert any(ln.startswith("# only if find-hanging lists the partition") and "--start-offset 100" in ln for ln in md)

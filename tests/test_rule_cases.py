@@ -107,9 +107,9 @@ def _without_broker_id(f: dict) -> dict:
 
 
 def _one_log_dir(case) -> bool:
-    """Whether the case's rows all come from one log dir (one broker)."""
+    """Whether the case's rows all come from one log dir (one broker, and none of its other log dirs)."""
     calls = [kw or {} for call in (*case.input, *case.other_cluster) for kw in call.values()]
-    return len({kw.get("broker_id", 1) for kw in calls}) == 1
+    return len({(kw.get("broker_id", 1), kw.get("log_dir")) for kw in calls}) == 1
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if _one_log_dir(c)], ids=lambda c: c.id)

@@ -91,19 +91,21 @@ def test_prepared_transaction_is_two_phase_commit_not_hanging(whole):
 
 
 def test_without_coordinator_the_finding_says_what_is_missing(without_coordinator):
-    """Age alone (older than transaction.max.timeout.ms) makes it hanging — Kafka's rule for any
-    other transaction — and the finding names the coordinator's record as what would tell a
-    two-phase-commit transaction from a hanging one."""
+    """Age alone (older than transaction.max.timeout.ms) makes it overdue, not hanging: without the
+    coordinator's record a two-phase-commit transaction (or a decided one waiting for its leader) cannot
+    be told from a hanging one, so the finding names that record, the checks that ask the coordinator
+    come first and the abort is guarded by them."""
     for a in PREPARED:
         got = _at(without_coordinator, "hanging-transaction", a)
         assert len(got) == 1, [f["message"] for f in without_coordinator]
         f = got[0]
-        assert (f["kind"], f["severity"]) == ("hanging", "error")
+        assert (f["kind"], f["severity"]) == ("overdue", "error")
         assert f["evidence"]["age_only"] is True and f["evidence"]["transaction_timeout_ms"] is None
         assert "__transaction_state" in f["evidence"]["settled_by"]
         assert "Integer.MAX_VALUE" in f["evidence"]["settled_by"]
-        assert "unless it is a two-phase-commit transaction" in f["message"]
+        assert "two-phase-commit transaction (KIP-939) is never timed out" in f["message"]
         assert "__transaction_state" in f["message"]
+        assert "2147483647: a two-phase-commit" in f["remediation"]
+        assert "find-hanging" in f["remediation_commands"][0]["command"]
         stuck = _at(without_coordinator, "stuck-lso", a)
-        assert [s["kind"] for s in stuck] == ["stuck"]
-        assert "two-phase-commit" in stuck[0]["remediation"]
+        assert [s["kind"] for s in stuck] == ["overdue"]

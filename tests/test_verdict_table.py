@@ -52,7 +52,8 @@ def test_an_unknown_fact_never_matches():
 
 def test_every_reason_renders_and_says_what_settles_it():
     codes = {a.reason for a in vt.ARMS if a.reason}
-    assert all(a.verdict == "undetermined" for a in vt.ARMS if a.reason)
+    # a reason is what an undetermined verdict lacks, or where a copy behind another finds the marker
+    assert all(a.verdict in ("undetermined", "closed-on-another-replica") for a in vt.ARMS if a.reason)
     for code in codes:
         variants = [k for k in vt.REASONS if k == code or k.startswith(code + "/")]
         assert variants, code
@@ -60,7 +61,7 @@ def test_every_reason_renders_and_says_what_settles_it():
     # every template renders once its values are known
     import re
 
-    for key, template in vt.REASONS.items():
+    for key, template in (*vt.REASONS.items(), *vt.SETTLE.items()):
         names = re.findall(r"\{(\w+)\??\}", template)
         text = vt.render(template, {n: 1 for n in names})
         assert text is not None and "{" not in text and "?" not in text.replace("?)", ")"), key
@@ -79,7 +80,7 @@ def _evidence(**kw) -> dict:
     return row
 
 
-def test_the_reference_instant_alone_moves_a_transaction_to_hanging():
+def test_the_reference_instant_alone_moves_a_transaction_to_overdue():
     row = _evidence()
     young = vt.decide_one(row, 1_000 + MAX_TIMEOUT, MAX_TIMEOUT)
     old = vt.decide_one(row, 1_000 + MAX_TIMEOUT + 1, MAX_TIMEOUT)
@@ -87,7 +88,8 @@ def test_the_reference_instant_alone_moves_a_transaction_to_hanging():
     assert young["undetermined_reason_code"] == "no-coordinator-record/none-given"
     assert young["undetermined_reason"].startswith("no __transaction_state partition of the cluster was given")
     assert "--as-of now" in young["settled_by"]
-    assert old["verdict"] == "hanging" and old["undetermined_reason"] is None
+    # age alone: overdue, not hanging (the coordinator may have decided COMMIT and wait for the leader)
+    assert old["verdict"] == "overdue" and old["undetermined_reason"] is None
     assert old["settled_by"] == vt.AGE_ONLY_CANNOT_RULE_OUT_2PC  # age alone cannot rule out 2PC
 
 
@@ -112,8 +114,35 @@ def test_reason_variants_read_the_evidence():
     copy = vt.decide_one(_evidence(ev_closed_elsewhere=True, _closed={"marker_offset": 12, "log_dir": "/b/2",
                                                                       "broker_id": None, "marker_type": "COMMIT"}),
                          2_000, MAX_TIMEOUT)
+    assert copy["verdict"] == "closed-on-another-replica"
     assert copy["undetermined_reason"].startswith("another copy of the partition in the input (log dir /b/2, broker ?) "
                                                   "has the transaction's COMMIT marker at offset 12")
+
+
+@pytest.mark.parametrize("copy, closed, variant", [
+    ({}, {}, "copy-behind"),  # nothing shows why (hand-made tables)
+    ({"future_replica": True, "log_dir_stopped": False, "log_dir_newest_ms": 500}, {}, "copy-behind/future"),
+    ({"being_added": True, "log_dir_stopped": False, "log_dir_newest_ms": 500}, {}, "copy-behind/being-added"),
+    ({"log_dir_stopped": False}, {"broker_id": 2}, "copy-behind/earlier-dump"),
+    ({"log_dir_stopped": True, "log_dir_newest_ms": 5_000}, {}, "copy-behind/stopped"),
+    ({"log_dir_stopped": False, "log_dir_newest_ms": 500}, {}, "copy-behind/crashed"),
+    # newest data older than the marker, but whether the log dir was stopped is unknown: not called a crash
+    ({"log_dir_newest_ms": 500}, {}, "copy-behind"),
+    ({"log_dir_stopped": False, "log_dir_newest_ms": 5_000, "log_start_offset": 10}, {}, "copy-behind/starts-later"),
+    ({"log_dir_stopped": False, "log_dir_newest_ms": 1_000}, {}, "copy-behind/follower"),
+])
+def test_a_copy_behind_says_why_as_far_as_the_input_shows(copy, closed, variant):
+    """A copy ending before another copy's marker is closed on another replica (info), and its reason
+    names the most specific sign the input holds of why it lags (auditor/model/copies.py)."""
+    other = {"marker_offset": 12, "log_dir": "/b/1", "broker_id": 1, "marker_type": "COMMIT",
+             "marker_timestamp": 1_000, "log_start_offset": 0} | closed
+    row = _evidence(ev_closed_elsewhere=True, broker_id=2, topic="t", partition=0, _closed=other,
+                    _copy={"future_replica": False, "log_dir_stopped": None, "log_dir_newest_ms": None,
+                           "log_start_offset": 0, "being_added": None} | copy)
+    d = vt.decide_one(row, 10 * MAX_TIMEOUT, MAX_TIMEOUT)  # old: still closed elsewhere, not overdue
+    assert (d["verdict"], d["undetermined_reason_code"]) == ("closed-on-another-replica", variant)
+    assert d["undetermined_reason"] and "?" not in d["undetermined_reason"], d["undetermined_reason"]
+    assert d["settled_by"] and "abort" not in d["settled_by"], d["settled_by"]
 
 
 def test_verdicts_look_up_each_transaction_under_the_run_clock():
@@ -125,11 +154,11 @@ def test_verdicts_look_up_each_transaction_under_the_run_clock():
     newest = Clock(MAX_TIMEOUT, newest_ms={"c": 2_000 + MAX_TIMEOUT})
     v = vt.Verdicts(rows, newest)
     assert len(v) == 2
-    assert v.of({**key, "producer_id": 1, "first_offset": 0})["verdict"] == "hanging"
+    assert v.of({**key, "producer_id": 1, "first_offset": 0})["verdict"] == "overdue"
     assert v.of({**key, "producer_id": 2, "first_offset": 5})["verdict"] == "undetermined"
     assert v.of({**key, "producer_id": 3, "first_offset": 0}) is None
     # --as-of: one instant for every cluster, whatever its newest record
     later = vt.Verdicts(rows, Clock(MAX_TIMEOUT, given_ms=10 * MAX_TIMEOUT, newest_ms={"c": 0}))
     assert [later.of({**key, "producer_id": p, "first_offset": o})["verdict"] for p, o in ((1, 0), (2, 5))] == [
-        "hanging", "hanging"]
+        "overdue", "overdue"]
     assert later.of({**key, "producer_id": 1, "first_offset": 0})["as_of_ms"] == 10 * MAX_TIMEOUT

@@ -87,10 +87,19 @@ class AsOf(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+def max_timeout_given() -> bool:
+    """Whether the running command's --max-timeout-ms was given (else Kafka's default is assumed, and
+    the report says so)."""
+    ctx = click.get_current_context(silent=True)
+    source = ctx.get_parameter_source("max_timeout_ms") if ctx is not None else None
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
 def _options(as_of, max_timeout_ms):
     from auditor.engine.context import AuditOptions
 
-    return AuditOptions(as_of_ms=as_of, transaction_max_timeout_ms=max_timeout_ms)
+    return AuditOptions(as_of_ms=as_of, transaction_max_timeout_ms=max_timeout_ms,
+                        transaction_max_timeout_given=max_timeout_given())
 
 
 def _spark(master, confs, small_input: bool = False):

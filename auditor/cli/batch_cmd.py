@@ -10,6 +10,7 @@ import click
 
 from auditor.report.console import err, safe
 from auditor.cli.ingest_cmd import EXPECTED_INPUT, BadInput, verbose_option
+from auditor.cli.audit_cmd import max_timeout_given
 from auditor.cli.metrics_option import metrics_option
 from auditor.engine.rule import SEVERITIES
 
@@ -87,7 +88,9 @@ def batch_cmd(inputs, remote_stores, warehouse, master, confs, split_mb, rules, 
 
     try:
         result = run_batch(spark, list(inputs), warehouse, split_bytes=split_mb * 1024 * 1024,
-                           options=AuditOptions(transaction_max_timeout_ms=max_timeout_ms), only=list(rules),
+                           options=AuditOptions(transaction_max_timeout_ms=max_timeout_ms,
+                                                transaction_max_timeout_given=max_timeout_given()),
+                           only=list(rules),
                            allow_empty_input=allow_empty_input, progress=progress)
     except (DeltaUnavailable, InputError) as exc:
         err.print(f"[red]error:[/red] {safe(exc)}")

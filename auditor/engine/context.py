@@ -32,6 +32,7 @@ class AuditOptions:
 
     as_of_ms: int | None = None  # "now" for ages; default: newest timestamp in the dump
     transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    transaction_max_timeout_given: bool = False  # given (--max-timeout-ms); else Kafka's default, assumed
     producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms
     epoch_exhaustion_warn: int = 32_000  # warn when an epoch gets this close to 32767
 

@@ -30,6 +30,8 @@ class AuditResult:
     skipped: dict[str, str] = field(default_factory=dict)
     as_of_ms: int = 0
     as_of_given: bool = False  # --as-of given; else as_of_ms is the newest record of each cluster's input
+    max_timeout_ms: int = 900_000  # the transaction.max.timeout.ms ages were judged against
+    max_timeout_given: bool = False  # --max-timeout-ms given; else Kafka's default, assumed
     summary: dict = field(default_factory=dict)  # the report data's (a ``report`` reader given): see Reader
     plots: dict = field(default_factory=dict)
     report_error: str | None = None  # report data could not be computed (findings are still complete)
@@ -329,6 +331,8 @@ def finish(c: Collected, rules: list[Rule], options: AuditOptions, result: Audit
         findings.extend(_findings(rule, c.rules.get(rule.id, []), verdicts))
     result.findings = group_replicas(findings)
     result.as_of_ms = clock.run_as_of_ms
+    result.max_timeout_ms = options.transaction_max_timeout_ms
+    result.max_timeout_given = options.transaction_max_timeout_given
     ids = {r.id for r in rules}  # the rules of this audit: all those collected, or the --rule subset
     result.skipped = {k: v for k, v in c.skipped.items() if k in ids}
     result.rule_seconds = {k: v for k, v in c.rule_seconds.items() if k in ids}
@@ -417,6 +421,7 @@ def write_findings(spark, result: AuditResult, out: str) -> None:
     rows = [{**f, "evidence": stored_evidence(f.get("evidence"))} for f in result.findings]
     table = pa.Table.from_pylist(rows, schema=findings_arrow_schema())
     manifest = {"run_id": run_id, "as_of_ms": result.as_of_ms, "as_of_given": result.as_of_given,
+                "max_timeout_ms": result.max_timeout_ms, "max_timeout_given": result.max_timeout_given,
                 "rule_seconds": result.rule_seconds,
                 "skipped": result.skipped, "findings": len(rows)}
     if result.summary:

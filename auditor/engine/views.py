@@ -194,7 +194,7 @@ class Views:
 
     @view(uses=("open_transactions", "transactions", "partitions", "coordinator_latest", "coordinator_partitions",
                 "coordinator_coverage", "producer_transactional_ids", "coordinator_history", "stopped_clusters",
-                "partition_leaders"), tables=("transaction_log", "files"))
+                "partition_leaders", "copies"), tables=("transaction_log", "files"))
     def transaction_evidence(ctx):
         """Every open transaction with what the input shows about it, persisted
         (:func:`auditor.model.verdicts.open_transaction_evidence`): none of it depends on the
@@ -213,7 +213,20 @@ class Views:
             ctx.open_transactions, ctx.partitions, coordinator=coord, stopped=ctx.stopped_clusters,
             transactions=ctx.transactions, replicated=ctx.replicated_partitions is not False,
             leaders=ctx.partition_leaders, persist=ctx.persist,
-            written=moving.replica_written_until(ctx.table("files")) if ctx.has_inventory else None))
+            written=moving.replica_written_until(ctx.table("files")) if ctx.has_inventory else None,
+            copies=ctx.copies))
+
+    @view(uses=("partitions", "stopped_log_dirs"), tables=("files", "metadata_records"))
+    def copies(ctx):
+        """Per replica, what tells why one copy of a partition may lag another
+        (:func:`auditor.model.copies.copy_facts`): a ``-future`` directory, its log dir cleanly stopped,
+        the log dir's newest batch, its log start, the brokers the metadata log shows being added."""
+        from auditor.model import copies
+
+        return copies.copy_facts(
+            ctx.partitions, log_dirs=ctx.stopped_log_dirs,
+            future=copies.future_replicas(ctx.table("files")) if ctx.has_inventory else None,
+            adding=copies.adding_replicas(ctx.table("metadata_records")) if ctx.has_rows("metadata_records") else None)
 
     @view(tables=("metadata_records",))
     def partition_leaders(ctx):

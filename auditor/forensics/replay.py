@@ -5,8 +5,9 @@ The state is the producer-state model's reference execution
 applied as the broker applies it, and the last stable offset (LSO) at every
 point is the model's (``ProducerStateManager.last_stable_offset``), asked with
 the log end as the high watermark -- the dump holds no history of the HW --
-except at the final ``end`` event, which asks with the checkpointed high
-watermark. The replay computes no LSO of its own. That is what a forensic
+except at the final ``end`` event, which asks with the replica's high watermark as
+the model counts with it (:class:`auditor.model.replica.HighWatermark`, the one
+``stuck-lso`` reports). The replay computes no LSO or high watermark of its own. That is what a forensic
 timeline needs to show *when* a partition got stuck and by whom.
 
 Pure Python on purpose: Spark or pyarrow (:mod:`auditor.forensics.timeline`)
@@ -33,7 +34,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Mapping
 
-from auditor.model.producer_state.reference import ProducerStateEntry, ProducerStateManager, effective_high_watermark, is_marker
+from auditor.model.producer_state.reference import ProducerStateEntry, ProducerStateManager, is_marker
+from auditor.model.replica import HighWatermark
 
 COMMON_KEYS = ("event", "source", "time_ms", "time", "offset", "last_offset", "producer_id", "producer_epoch",
                "transactional_id", "lso", "log_end", "detail", "anomalies")
@@ -70,7 +72,9 @@ class ReplayOptions:
     from_is_offset: bool = False  # --from as an offset: coordinator records before the first batch are hidden
     to_is_offset: bool = False  # --to as an offset: coordinator records after the last batch are hidden
     end_offset: int | None = None  # log end at the end of the view (replica log end, or --to + 1)
-    high_watermark: int | None = None  # replication-offset-checkpoint, when the view reaches the log end
+    # the replica's high watermark as the model counts with it (auditor.model.replica.high_watermark_of, or
+    # producer_state.spark.high_watermarks), when the view reaches the log end; None: unknown for this view
+    high_watermark: HighWatermark | None = None
     log_start_offset: int | None = None  # the replica's log start, when known (the model never puts the LSO below it)
     # offsets between segments that no segment as read holds (the model's holes: auditor.model.replica.offset_holes),
     # (from, to) with ``to`` exclusive, in offset order
@@ -453,15 +457,14 @@ class Replay:
         end = self.opts.end_offset if self.opts.end_offset is not None else self.log_end
         self.log_end = end
         hw = self.opts.high_watermark
-        # the model's LSO at the checkpointed high watermark (the log end stands for it when there
-        # is none, and caps it: the model's rule, reference.effective_high_watermark)
-        lso = self._last_stable_offset(None if end is None else effective_high_watermark(hw, end))
+        # the model's LSO at the model's high watermark (the log end stands for it in a view that
+        # stops before the log end)
+        lso = self._last_stable_offset(None if end is None else hw.offset if hw is not None else end)
         opened = [{"producer_id": pid, "producer_epoch": self._txn_epoch.get(pid, self.state.producers[pid].producer_epoch),
                    "first_offset": first, "transactional_id": self._tid(pid)}
                   for first, pid in sorted(self.state.ongoing.items())]
         parts = [f"log end {end}"]
-        parts.append(f"high watermark {hw} (replication-offset-checkpoint)" if hw is not None
-                     else "high watermark unknown (no checkpoint for this view)")
+        parts.append(hw.describe() if hw is not None else "high watermark unknown for this view (it ends before the log end)")
         text = ", ".join(parts) + f"; LSO {lso}"
         if opened:
             text += ": held by " + ", ".join(
@@ -471,8 +474,11 @@ class Replay:
         held = [o for o in opened if o["first_offset"] in self._late]
         for o in opened:
             o["late_write"] = o["first_offset"] in self._late
-        # stamped with the newest instant replayed: never earlier than a row above it
-        ev = self._event("end", "replay", self._max_ms, offset=end, detail=text, high_watermark=hw,
+        # stamped with the newest instant replayed: never earlier than a row above it; high_watermark
+        # and high_watermark_checkpoint as stuck-lso's evidence has them
+        ev = self._event("end", "replay", self._max_ms, offset=end, detail=text,
+                         high_watermark=None if hw is None else hw.offset,
+                         high_watermark_checkpoint=hw.checkpoint if hw is not None and hw.lower_bound else None,
                          open_transactions=opened, anomalies=[LSO_HELD_BY_LATE_WRITE] if held else [])
         ev["lso"] = lso
         return ev

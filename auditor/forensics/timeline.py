@@ -18,7 +18,9 @@ sorts, and the rows are streamed to the driver with ``toLocalIterator`` into
 construction: the replicas of the partition, the open transactions at the
 start of the view (at most one per producer), the producer id -> transactional
 id map of the producers involved, and the replica's high watermark and log start
-(the model's: :func:`auditor.model.replica.log_bounds`).
+(the model's: :func:`auditor.model.replica.log_bounds` and
+:func:`auditor.model.producer_state.spark.high_watermarks`, or their rules on rows in the
+pyarrow engine, so the last row shows the high watermark ``stuck-lso`` reports).
 
 Two shortcuts keep a bounded view exact without replaying the prefix:
 
@@ -418,16 +420,17 @@ class Timeline(_TimelineBase):
             yield r.asDict(recursive=True)
 
     def log_bounds(self) -> dict[str, Any]:
-        """The chosen replica's ``high_watermark`` (its ``replication-offset-checkpoint``
-        entry, None without one) and ``log_start_offset``, as the model derives them for
-        the audit (:func:`auditor.model.replica.log_bounds` on this replica's rows): one
-        small job. The replay counts with the high watermark capped at the log end, the
-        log end when there is none (``reference.effective_high_watermark``). ``holes``: the
-        offsets between its segments that none holds (:func:`auditor.model.replica.offset_holes`,
-        a second small job), ``(from, to)`` pairs, ``to`` exclusive."""
+        """The chosen replica's ``high_watermark`` (:class:`auditor.model.replica.HighWatermark`:
+        :func:`auditor.model.producer_state.spark.high_watermarks` over
+        :func:`auditor.model.replica.log_bounds` on this replica's rows and its log dir's
+        ``stopped_log_dirs``, the audit's rule, so the end row says what ``stuck-lso`` says) and
+        ``log_start_offset``: one small job. ``holes``: the offsets between its segments that none
+        holds (:func:`auditor.model.replica.offset_holes`, a second small job), ``(from, to)``
+        pairs, ``to`` exclusive."""
         from pyspark.sql import functions as F
 
         from auditor.model import replica as model
+        from auditor.model.producer_state.spark import high_watermarks
 
         rep = self.replica
         assert rep is not None
@@ -437,11 +440,17 @@ class Timeline(_TimelineBase):
                 (F.col("cluster_id") == rep.cluster_id) & (F.col("log_dir") == rep.log_dir)
                 & (F.col("topic") == self.req.topic) & (F.col("partition") == self.req.partition))
         rows = self._rows()
-        row = model.log_bounds(rows, cp).select("high_watermark", "log_start_offset").first()
+        stopped = self.ctx.stopped_log_dirs
+        if stopped is not None:
+            stopped = stopped.where((F.col("cluster_id") == rep.cluster_id) & (F.col("log_dir") == rep.log_dir))
+        row = high_watermarks(model.log_bounds(rows, cp), stopped).select(
+            "high_watermark", "hw", "hw_lower_bound", "log_start_offset").first()
         if row is None:
             return {"high_watermark": None, "log_start_offset": None, "holes": []}
         holes = model.offset_holes(rows).orderBy("hole_from_offset").collect()
-        return {**row.asDict(), "holes": [(h["hole_from_offset"], h["hole_to_offset"]) for h in holes]}
+        return {"high_watermark": model.HighWatermark(row["hw"], row["high_watermark"], row["hw_lower_bound"]),
+                "log_start_offset": row["log_start_offset"],
+                "holes": [(h["hole_from_offset"], h["hole_to_offset"]) for h in holes]}
 
 
 # -- the pyarrow engine ---------------------------------------------------------------------------
@@ -677,43 +686,69 @@ class ArrowTimeline(_TimelineBase):
             yield {k: x.get(k) for k in keep}
 
     def log_bounds(self) -> dict[str, Any]:
-        """The replica's high watermark (its ``replication-offset-checkpoint`` entry) and
-        log start (:func:`auditor.model.producer_state.reference.log_start_offset`), as
+        """The replica's high watermark (:func:`auditor.model.replica.high_watermark_of`: the audit's
+        rule on rows, over its ``replication-offset-checkpoint`` entry, its log end and whether its
+        log dir was cleanly stopped) and log start
+        (:func:`auditor.model.producer_state.reference.log_start_offset`), as
         :func:`auditor.model.replica.log_bounds` gives them, and the holes between its segments
         (:func:`auditor.model.replica.offset_holes_of_rows`), from the same rows."""
         from auditor.model.producer_state.reference import log_start_offset
-        from auditor.model.replica import offset_holes_of_rows
+        from auditor.model.replica import high_watermark_of, offset_holes_of_rows
 
         rep = self.replica
         assert rep is not None
         rows = self._rows()
         if not rows:
             return {"high_watermark": None, "log_start_offset": None, "holes": []}
+        hw, ls = self._checkpoint_entries(rep)
+        first_seg = min((b["segment_base_offset"] for b in rows if b.get("segment_base_offset") is not None), default=None)
+        log_end = max(b["last_offset"] for b in rows) + 1
+        return {"high_watermark": high_watermark_of(hw, log_end, self._log_dir_stopped(rep)),
+                "log_start_offset": log_start_offset(ls, first_seg), "holes": offset_holes_of_rows(rows)}
+
+    def _checkpoint_entries(self, rep: Replica) -> tuple[int | None, int | None]:
+        """The replica's ``replication-offset-checkpoint`` and ``log-start-offset-checkpoint``
+        entries (None: none), joined on the replica key as the model joins them."""
         hw = ls = None
         d = self._dataset("checkpoints")
-        if d is not None:
-            import pyarrow.compute as pc
+        if d is None:
+            return hw, ls
+        import pyarrow.compute as pc
 
-            r = self.req
-            cond = ((pc.field("topic") == r.topic) & (pc.field("partition") == r.partition)
-                    & pc.field("checkpoint_kind").isin(["replication-offset", "log-start-offset"]))
-            cols = [c for c in ("cluster_id", "broker_id", "log_dir", "file", "partition", "checkpoint_kind", "offset")
-                    if c in d.schema.names]
-            cps = d.to_table(columns=cols, filter=cond).to_pylist()
-            for c in cps:
-                c["cluster_id"] = cluster_key(c["cluster_id"], c["log_dir"])
-            for c in self._keep(cps, "checkpoints"):
-                # the model joins on the replica key: a null broker id or log dir matches nothing
-                if rep.broker_id is None or c["broker_id"] != rep.broker_id or c["log_dir"] != rep.log_dir \
-                        or c["cluster_id"] != rep.cluster_id or c["offset"] is None:
-                    continue
-                if c["checkpoint_kind"] == "replication-offset":
-                    hw = c["offset"] if hw is None else max(hw, c["offset"])
-                else:
-                    ls = c["offset"] if ls is None else max(ls, c["offset"])
-        first_seg = min((b["segment_base_offset"] for b in rows if b.get("segment_base_offset") is not None), default=None)
-        return {"high_watermark": hw, "log_start_offset": log_start_offset(ls, first_seg),
-                "holes": offset_holes_of_rows(rows)}
+        r = self.req
+        cond = ((pc.field("topic") == r.topic) & (pc.field("partition") == r.partition)
+                & pc.field("checkpoint_kind").isin(["replication-offset", "log-start-offset"]))
+        cols = [c for c in ("cluster_id", "broker_id", "log_dir", "file", "partition", "checkpoint_kind", "offset")
+                if c in d.schema.names]
+        cps = d.to_table(columns=cols, filter=cond).to_pylist()
+        for c in cps:
+            c["cluster_id"] = cluster_key(c["cluster_id"], c["log_dir"])
+        for c in self._keep(cps, "checkpoints"):
+            # the model joins on the replica key: a null broker id or log dir matches nothing
+            if rep.broker_id is None or c["broker_id"] != rep.broker_id or c["log_dir"] != rep.log_dir \
+                    or c["cluster_id"] != rep.cluster_id or c["offset"] is None:
+                continue
+            if c["checkpoint_kind"] == "replication-offset":
+                hw = c["offset"] if hw is None else max(hw, c["offset"])
+            else:
+                ls = c["offset"] if ls is None else max(ls, c["offset"])
+        return hw, ls
+
+    def _log_dir_stopped(self, rep: Replica) -> bool:
+        """Whether the replica's log dir holds ``.kafka_cleanshutdown``
+        (:func:`auditor.model.moving.stopped_log_dirs_of_rows` of the ``files`` inventory, every row
+        of it as the audit reads it; no inventory or no row of the log dir: stopped)."""
+        import pyarrow.compute as pc
+
+        from auditor.model.moving import stopped_log_dirs_of_rows
+
+        d = self._dataset("files")
+        if d is None or not {"cluster_id", "log_dir", "kind"} <= set(d.schema.names):
+            return True
+        rows = d.to_table(columns=["cluster_id", "log_dir", "kind"], filter=pc.field("log_dir") == rep.log_dir).to_pylist()
+        for f in rows:
+            f["cluster_id"] = cluster_key(f["cluster_id"], f["log_dir"])
+        return stopped_log_dirs_of_rows(rows).get((rep.cluster_id, rep.log_dir), True)
 
 
 def open_timeline(tables: str, request: TimelineRequest, engine: str = "auto", spark_factory=None) -> _TimelineBase:

@@ -26,15 +26,20 @@ skipped", since KAFKA-5202). The decision for the open transaction is the ``Prep
 producer id listing the partition whose epoch covers the data (TV2: above the data epoch, the
 first such; 0/1: at or above it, the latest), unless its marker is already on the partition
 before the data (then the data came after the decision: a late write; no older record decides it). With 0/1 the epochs cannot
-tell an earlier transaction's marker from the decision's, so the marker's time does: the
-decision's marker is written after the transaction started (``start_timestamp_ms``) and after
-the ``Prepare*`` record; an earlier transaction's before the transaction started. When that
-marker is not in the input (offsets missing between segments, a compacted topic whose cleaner
-removed it with the transaction's data), the time of the data decides: data first written once
-the id's next transaction had started (``next_transaction_start_ms`` of
-:func:`auditor.model.coordinator.history`) is a later transaction's, and the record does not
-decide it (the transaction's own data precedes its ``Prepare*`` record, so only a producer clock
-ahead by more than the transaction's whole duration could be taken for a later one's). Where the
+tell an earlier transaction's marker from the decision's, and a session's transactions follow one
+another within a millisecond: the log's order tells them apart first (:func:`decision_markers`:
+markers of one producer and epoch are in the coordinator's decision order, one at least per
+decision listing the partition), time where it cannot -- the decision's markers are stamped
+after its transaction started and an earlier transaction's before, each within
+:data:`CLOCK_SKEW_MS` of the coordinator's clock, equal milliseconds counted in -- and where
+neither can, the completion: a completed decision's marker is before any later data of its
+producer, an incomplete one's may still be on its way. When that marker is not in the input
+(offsets missing between segments, a compacted topic whose cleaner removed it with the
+transaction's data), the time of the data decides: data first stamped after the id's next
+transaction had started (``next_transaction_start_ms`` of :func:`auditor.model.coordinator.history`),
+by more than the clock skew, is a later transaction's, and the record does not decide it (the
+transaction's own data is created before its EndTxn, so only a producer clock ahead by more than
+the skew could be taken for a later one's). Where the
 coordinator's partition as read ends before the data was written, in a log dir read while its
 broker ran, a next transaction may have started unseen: the verdict says so (``read-while-moving``)
 rather than judge the decision's marker missing.
@@ -50,7 +55,8 @@ the broker to bring back while markers are undelivered, and whether the partitio
 
 from __future__ import annotations
 
-from auditor.model.replica_key import REPLICA
+from auditor.model.coordinator import transaction_start
+from auditor.model.replica_key import REPLICA, join_replica
 
 #: a transaction's columns the decision reads (open transactions, with the previous marker's)
 OPEN_KEY = [*REPLICA, "producer_id", "first_offset"]
@@ -59,6 +65,18 @@ DECISION_COLUMNS = ("transaction_version", "decision", "decision_source", "decis
                     "partition_leader", "partition_leader_then", "partition_leaderless", "coordinator_moved_past",
                     "coordinator_record", "transaction_coordinator_state")
 PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
+
+#: How far apart, in milliseconds, the clocks of one cluster are taken to be: the transaction
+#: coordinator's (its records' times), a partition leader's (a marker's timestamp: the leader stamps
+#: the control batch when it appends it) and a producer's (its data's CreateTime). Where the log's
+#: order cannot place a marker or a batch, times are compared with this margin, and equal milliseconds
+#: count in: on one broker a marker, the ``Complete*`` record and the id's next transaction share a
+#: millisecond. Clocks further apart than this can make a marker look like another transaction's; a
+#: larger value widens what time alone cannot tell apart (the log's order then has to).
+CLOCK_SKEW_MS = 20
+_FAR = 2**62  # beyond any clock: the end of an unbounded window
+#: the markers of one producer id and epoch on one replica: where a decision's markers are matched
+STREAM = [*REPLICA, "producer_id", "epoch"]
 
 
 def partition_leaders(metadata_records):
@@ -74,6 +92,171 @@ def partition_leaders(metadata_records):
     p = p.select("cluster_id", "topic_id", F.col("partition_id").alias("partition"), "offset", "timestamp", "leader")
     return p.join(topic_names(metadata_records), ["cluster_id", "topic_id"]).select(
         "cluster_id", F.col("topic_name").alias("topic"), "partition", "offset", "timestamp", "leader").distinct()
+
+
+def prepared(history):
+    """Every decision of the coordinator: a ``Prepare*`` record of ``history``
+    (:func:`auditor.model.coordinator.history`), one row per partition it lists (``topic``,
+    ``partition``), with ``producer_id`` and ``epoch`` (the record's: what its markers carry, bumped
+    under transaction.version 2), ``decision`` (COMMIT/ABORT), ``prepare_offset``, ``completed`` (its
+    ``Complete*`` record follows), ``start_ts``, ``next_start_ts`` (the id's next transaction's start)
+    and the window its markers' timestamps lie in, ``lo_ts`` .. ``hi_ts`` inclusive.
+
+    Why that window: the coordinator sends the markers once the ``Prepare*`` record is written, so
+    after the transaction started, and writes ``Complete*`` once every marker is written; until then
+    it answers the id's next AddPartitionsToTxn with CONCURRENT_TRANSACTIONS, so the next
+    transaction starts after the last marker. In the coordinator's clock the markers lie in [start,
+    next start]; the leader stamps them with its own clock, hence :data:`CLOCK_SKEW_MS` either side.
+    A transaction whose epoch is its own -- the record says transaction.version 2, or its epoch is
+    above the id's previous record's (bumped at EndTxn, or a fencing abort) -- is the only decision
+    its markers' epoch names: its window is unbounded (the epoch alone matches). A ``Prepare*`` record
+    followed by the same state again (an append that timed out, the client's EndTxn retried) is one
+    decision: only the last of them counts."""
+    from pyspark.sql import functions as F
+
+    st = F.col("state_label")
+    own_epoch = F.coalesce((F.col("client_transaction_version") >= 2) | (
+        (F.col("prev_producer_id") == F.col("producer_id")) & (F.col("prev_producer_epoch") < F.col("producer_epoch"))),
+        F.lit(False))
+    start, nxt = transaction_start(), F.col("next_transaction_start_ms")
+    complete = F.when(st == "PrepareCommit", F.lit("CompleteCommit")).otherwise(F.lit("CompleteAbort"))
+    d = history.where(st.isin(*PREPARE_STATES) & ~F.coalesce(F.col("next_state_label") == st, F.lit(False))).select(
+        "cluster_id", "transactional_id", "producer_id", F.col("producer_epoch").cast("int").alias("epoch"),
+        F.when(st == "PrepareCommit", F.lit("COMMIT")).otherwise(F.lit("ABORT")).alias("decision"),
+        F.col("offset").alias("prepare_offset"),
+        F.coalesce(F.col("next_state_label") == complete, F.lit(False)).alias("completed"),
+        start.alias("start_ts"), nxt.alias("next_start_ts"),
+        F.when(own_epoch, F.lit(-_FAR)).otherwise(start - CLOCK_SKEW_MS).alias("lo_ts"),
+        F.when(own_epoch | nxt.isNull(), F.lit(_FAR)).otherwise(nxt + CLOCK_SKEW_MS).alias("hi_ts"),
+        F.explode(F.coalesce(F.col("topic_partitions"), F.array())).alias("_tp"))
+    return d.select("*", F.col("_tp.topic").alias("topic"), F.col("_tp.partition").alias("partition")).drop("_tp")
+
+
+def producer_markers(transactions):
+    """Every marker of the model's ``transactions`` (one row each): the replica, ``producer_id``,
+    ``epoch``, ``marker_type``, ``marker_ts``, ``marker_offset``, ``coordinator_epoch`` and
+    ``txn_first_offset`` (the first offset of the data it closes; null for a marker alone)."""
+    from pyspark.sql import functions as F
+
+    return transactions.where("marker_offset IS NOT NULL").select(
+        *REPLICA, "producer_id", F.col("marker_epoch").cast("int").alias("epoch"), "marker_type",
+        F.col("marker_timestamp").alias("marker_ts"), "marker_offset", "coordinator_epoch",
+        F.col("first_offset").alias("txn_first_offset"))
+
+
+def decision_markers(decisions, markers, replicas):
+    """Where each decision's markers must lie on each replica of its partitions, by log order first.
+
+    ``decisions``: :func:`prepared` rows; ``markers``: :func:`producer_markers` rows; ``replicas``:
+    the replicas to look at (the replica key, ``log_start_offset``, ``is_compacted``,
+    ``gap_from_offset``; null where unknown). Returns ``(matched, owned)``:
+
+    * ``matched``, one row per decision and replica of a partition it lists: ``x_commit``/``x_abort``
+      (the stream's markers of each type stamped before ``lo_ts``), ``y_commit``/``y_abort`` (at or
+      before ``hi_ts``), ``stream_markers``, and ``first_rank``/``last_rank``: the bounds of the rank,
+      among the stream's markers of the decision's type in offset order, of its first marker;
+      ``markers_matched``: the range is not empty (a marker of the decision's type can be its own);
+    * ``owned``, one row per marker of those streams (:func:`producer_markers`' columns) with
+      ``ownable``: inside the window of some decision of its type in its stream
+      (:func:`type_ranks` adds that rank).
+
+    Why it holds on a healthy log: a partition appends in real time, so a marker stamped before
+    ``lo_ts`` was written before the decision's markers (rank above ``x``), one stamped after
+    ``hi_ts`` after them (rank at most ``y``); and markers of one producer and epoch on a partition
+    are in the coordinator's decision order, each decision listing the partition leaving at least one
+    of its type (a failover's new coordinator resends the markers of a ``Prepare*`` it loads: a
+    duplicate; a partition added but never written gets one too). So the decision's first marker
+    ranks after one marker per earlier decision of its type since an anchor: ``first_rank`` is the
+    greatest ``x + 1 + (decisions since the anchor)``, anchored at the decision itself and at any
+    earlier one whose markers the replica surely holds (the log not compacted, no offsets missing
+    between its segments, and it starts at offset 0 or holds a marker of the stream before that
+    decision's window). Transactions back to back in one millisecond are told apart so, by counting,
+    where their times cannot."""
+    d = decisions.join(replicas, ["cluster_id", "topic", "partition"])
+    m = join_replica(markers, d.select(*STREAM).distinct(), "left_semi", on=["producer_id", "epoch"])
+    counts, owned = _counted(d, m)
+    d = join_replica(d, counts, "left", on=["producer_id", "epoch", "prepare_offset"])
+    return _chained(d), owned
+
+
+def type_ranks(owned):
+    """:func:`decision_markers`' ``owned`` markers with ``type_rank``: the rank of each among its
+    stream's markers of its type, in offset order (what ``first_rank`` bounds)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    return owned.withColumn("type_rank", F.row_number().over(
+        Window.partitionBy(*STREAM, "marker_type").orderBy("marker_offset")))
+
+
+def _counted(d, m):
+    """Per decision row of ``d``, the stream's markers of each type before its window and up to its
+    end (one pass over the decisions' window bounds and the markers in time order); per marker,
+    ``ownable``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    key = [*STREAM, "prepare_offset"]
+
+    def bound(kind: int, col: str):
+        return d.select(*key, F.lit(kind).alias("_k"), F.col(col).alias("_t"), F.col("decision").alias("_type"),
+                        "hi_ts")
+
+    mk = m.select("*", F.lit(1).alias("_k"), F.col("marker_ts").alias("_t"), F.col("marker_type").alias("_type"))
+    # at equal times a window's start sorts before the markers (counted out: stamped before it) and its end
+    # after them (counted in)
+    u = bound(0, "lo_ts").unionByName(mk, allowMissingColumns=True).unionByName(bound(2, "hi_ts"),
+                                                                               allowMissingColumns=True)
+    w = Window.partitionBy(*STREAM).orderBy("_t", "_k", "marker_offset")
+    upto, whole = w.rowsBetween(Window.unboundedPreceding, Window.currentRow), Window.partitionBy(*STREAM)
+    is_marker = F.col("_k") == 1
+
+    def count(t: str, frame):
+        return F.sum((is_marker & (F.col("_type") == t)).cast("int")).over(frame)
+
+    def reach(t: str):  # the furthest window end of the decisions of type t started so far
+        return F.max(F.when((F.col("_k") == 0) & (F.col("_type") == t), F.col("hi_ts"))).over(upto)
+
+    u = u.withColumns({"_c": count("COMMIT", upto), "_a": count("ABORT", upto), "_rc": reach("COMMIT"),
+                       "_ra": reach("ABORT"), "_n": F.sum(is_marker.cast("int")).over(whole)})
+    at = lambda k, c: F.max(F.when(F.col("_k") == k, F.col(c)))  # noqa: E731
+    counts = u.where(~is_marker).groupBy(*key).agg(
+        at(0, "_c").alias("x_commit"), at(0, "_a").alias("x_abort"), at(2, "_c").alias("y_commit"),
+        at(2, "_a").alias("y_abort"), F.max("_n").alias("stream_markers"))
+    reach_t = F.when(F.col("_type") == "COMMIT", F.col("_rc")).otherwise(F.col("_ra"))
+    owned = u.where(is_marker).select(*m.columns, F.coalesce(reach_t >= F.col("_t"), F.lit(False)).alias("ownable"))
+    return counts, owned
+
+
+def _chained(d):
+    """``first_rank``, ``last_rank`` and ``markers_matched`` of :func:`decision_markers` over the
+    counted decision rows.
+
+    The count from an anchor adds one marker per decision since, but a decision that has none (a
+    torn one) takes none: counted anyway, the shortfall would pass to every later decision of the
+    stream. So the count is that of a greedy match (each decision in turn takes the first marker of
+    its type it can): once assuming every decision matched, then twice counting the decisions the
+    previous round matched. On a healthy log the first round matches all and the others repeat it;
+    a tear is reported at the decision the greedy match leaves without a marker."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    commit = F.col("decision") == "COMMIT"
+    x = F.coalesce(F.when(commit, F.col("x_commit")).otherwise(F.col("x_abort")), F.lit(0))
+    y = F.coalesce(F.when(commit, F.col("y_commit")).otherwise(F.col("y_abort")), F.lit(0))
+    # an earlier decision anchors the count only where the replica surely holds its markers
+    held = ((F.col("is_compacted") == F.lit(False)) & F.col("gap_from_offset").isNull()
+            & ((F.col("log_start_offset") == 0) | (F.coalesce(F.col("x_commit") + F.col("x_abort"), F.lit(0)) >= 1)))
+    w = Window.partitionBy(*STREAM, "decision").orderBy("prepare_offset")
+    upto, before = w.rowsBetween(Window.unboundedPreceding, Window.currentRow), w.rowsBetween(Window.unboundedPreceding, -1)
+    d = d.withColumns({"_x": x, "last_rank": y, "_held": F.coalesce(held, F.lit(False)), "_m": F.lit(1)})
+    for _ in range(3):
+        d = d.withColumn("_matched_before", F.coalesce(F.sum("_m").over(before), F.lit(0)))
+        own = F.col("_x") + 1 - F.col("_matched_before")
+        anchored = F.max(F.when(F.col("_held"), own)).over(upto)
+        d = d.withColumn("first_rank", F.greatest(anchored, own) + F.col("_matched_before"))
+        d = d.withColumn("_m", (F.col("first_rank") <= F.col("last_rank")).cast("int"))
+    return d.withColumn("markers_matched", F.col("_m") == 1).drop("_x", "_held", "_m", "_matched_before")
 
 
 def _marker_evidence(o, transactions):
@@ -101,7 +284,7 @@ def _marker_evidence(o, transactions):
                                     F.max(F.when(same_txn, sib)).alias("_sibling"))
 
 
-def _coordinator_decision(o, history):
+def _coordinator_decision(o, history, transactions, partitions=None):
     """Per open transaction: the ``Prepare*`` record deciding it (``_d_*`` columns), see the
     module doc. ``o`` carries ``transactional_id``, ``_tv2`` and the previous marker's columns."""
     from pyspark.sql import Window
@@ -111,33 +294,80 @@ def _coordinator_decision(o, history):
         "cluster_id", "transactional_id", F.col("producer_id").alias("_d_pid"), F.col("producer_epoch").alias("_d_epoch"),
         F.col("offset").alias("_d_offset"), F.col("partition").alias("_d_coordinator_partition"),
         F.col("state_label").alias("_d_state"), F.col("topic_partitions").alias("_d_tps"),
-        F.col("last_update_timestamp_ms").alias("_d_ms"), F.col("start_timestamp_ms").alias("_d_start_ms"),
+        F.col("last_update_timestamp_ms").alias("_d_ms"),
         F.col("next_state_label").alias("_d_next_state"), F.col("next_timestamp").alias("_d_next_ms"),
         F.col("next_offset").alias("_d_next_offset"), F.col("next_transaction_start_ms").alias("_d_next_start_ms"))
     k = o.select(*OPEN_KEY, "transactional_id", "data_epoch_max", "_tv2", "prev_marker_epoch", "prev_marker_type",
-                 "prev_marker_timestamp", "first_timestamp").where("transactional_id IS NOT NULL")
+                 "prev_marker_timestamp", "prev_marker_offset", "first_timestamp").where("transactional_id IS NOT NULL")
     j = k.join(prep, ["cluster_id", "transactional_id"])
     listed = F.exists(F.coalesce(F.col("_d_tps"), F.array()),
                       lambda tp: (tp["topic"] == F.col("topic")) & (tp["partition"] == F.col("partition")))
     covers = F.when(F.col("_tv2"), F.col("_d_epoch") > F.col("data_epoch_max")).otherwise(
         F.col("_d_epoch") >= F.col("data_epoch_max"))
     outcome = F.when(F.col("_d_state") == "PrepareCommit", F.lit("COMMIT")).otherwise(F.lit("ABORT"))
-    # the decision's marker already on the partition before the data: the data came after it
-    since = F.when(F.col("_d_start_ms") >= 0, (F.col("_d_start_ms") + F.col("_d_ms")) / 2).otherwise(F.col("_d_ms"))
-    delivered = ((F.col("prev_marker_epoch") == F.col("_d_epoch")) & (F.col("prev_marker_type") == outcome)
-                 & (F.col("_tv2") | (F.col("prev_marker_timestamp") >= since)))
-    # data first written once the id's next transaction had started is a later transaction's (transaction.version
-    # 0/1 epochs cannot tell them apart; the record's own marker may be gone: missing offsets, the cleaner)
-    later = F.col("first_timestamp") >= F.col("_d_next_start_ms")
+    # data first stamped after the id's next transaction started (by more than the clock skew: the record's own
+    # data is created before its EndTxn) is a later transaction's (transaction.version 0/1 epochs cannot tell
+    # them apart; the record's own marker may be gone: missing offsets, the cleaner)
+    later = F.col("first_timestamp") > F.col("_d_next_start_ms") + CLOCK_SKEW_MS
     j = j.where((F.col("_d_pid") == F.col("producer_id")) & listed & covers & ~F.coalesce(later, F.lit(False)))
     w = Window.partitionBy(*OPEN_KEY).orderBy(
         F.when(F.col("_tv2"), F.col("_d_epoch")).otherwise(F.lit(0)), F.when(F.col("_tv2"), F.col("_d_offset"))
         .otherwise(-F.col("_d_offset")))
     # the one record that would decide this transaction; when its marker is already before the data, the
     # data came after the decision (an earlier record's decision is older still: none decides it)
-    j = j.withColumn("_n", F.row_number().over(w)).where("_n = 1").where(~F.coalesce(delivered, F.lit(False)))
+    j = j.withColumn("_n", F.row_number().over(w)).where("_n = 1")
+    j = _with_marker_place(j, o, history, transactions, partitions)
+    delivered = (F.col("prev_marker_epoch") == F.col("_d_epoch")) & (F.col("prev_marker_type") == outcome) & (
+        F.col("_tv2") | _delivered_tv1())
+    j = j.where(~F.coalesce(delivered, F.lit(False)))
     return j.select(*OPEN_KEY, outcome.alias("_d_outcome"), "_d_state", "_d_epoch", "_d_ms", "_d_offset",
                     "_d_coordinator_partition", "_d_next_state", "_d_next_ms", "_d_next_offset")
+
+
+def _with_marker_place(j, o, history, transactions, partitions):
+    """``j`` (open transactions with their deciding record, ``_d_offset``) with where that record's markers
+    can lie on the open transaction's replica (``_p_*``: :func:`decision_markers`' window start,
+    ``first_rank``, ``completed``, the transaction's start) and ``_prev_rank``, the previous marker's rank
+    among the stream's markers of its type. ``partitions`` (the replicas' log start and compaction) lets
+    the count anchor at earlier decisions; without it, only the times place the marker."""
+    from pyspark.sql import functions as F
+
+    reps = o.select(*REPLICA, *(["gap_from_offset"] if "gap_from_offset" in o.columns else [])).distinct()
+    if "gap_from_offset" not in reps.columns:
+        reps = reps.withColumn("gap_from_offset", F.lit(None).cast("bigint"))
+    if partitions is not None:
+        reps = join_replica(reps, partitions.select(*REPLICA, "log_start_offset", "is_compacted"), "left")
+    else:
+        reps = reps.withColumns({"log_start_offset": F.lit(None).cast("bigint"),
+                                 "is_compacted": F.lit(None).cast("boolean")})
+    producers = o.select("cluster_id", "producer_id").distinct()
+    decisions = prepared(history).join(producers, ["cluster_id", "producer_id"], "left_semi")
+    place, owned = decision_markers(decisions, producer_markers(transactions), reps)
+    place = place.select(*REPLICA, "producer_id", F.col("prepare_offset").alias("_d_offset"),
+                         F.col("lo_ts").alias("_p_lo"), F.col("start_ts").alias("_p_start"),
+                         F.col("first_rank").alias("_p_first_rank"), F.col("completed").alias("_p_completed"))
+    ranks = type_ranks(owned).select(*REPLICA, "producer_id", F.col("marker_offset").alias("prev_marker_offset"),
+                                     F.col("type_rank").alias("_prev_rank"))
+    j = join_replica(j, place, "left", on=["producer_id", "_d_offset"])
+    return join_replica(j, ranks, "left", on=["producer_id", "prev_marker_offset"])
+
+
+def _delivered_tv1():
+    """Whether the previous marker (of the decision's epoch and type) is the decision's own, under
+    transaction.version 0/1, where one epoch serves the session's transactions back to back.
+
+    It can be only if stamped in the decision's window and not ranked, in the log's order, before the
+    decision's first marker can be (:func:`decision_markers`); and it is, among what can be, if stamped
+    after the transaction's start by more than the clock skew (every earlier transaction's markers are
+    written before it starts), or if the decision is completed: a completed decision's marker is on the
+    partition, before any of the producer's later data, so on a healthy log the marker before open data
+    is its own. An incomplete one's markers may still be on their way: data after an earlier
+    transaction's marker stamped in the same millisecond is this decision's, in flight."""
+    from pyspark.sql import functions as F
+
+    ts = F.col("prev_marker_timestamp")
+    can = (ts >= F.col("_p_lo")) & F.coalesce(F.col("_prev_rank") >= F.col("_p_first_rank"), F.lit(True))
+    return can & ((ts > F.col("_p_start") + CLOCK_SKEW_MS) | F.coalesce(F.col("_p_completed"), F.lit(False)))
 
 
 def _own_record(o, history):
@@ -202,7 +432,7 @@ def _leaders(o, leaders):
                     ((F.col("_then.leader") == -1) | (F.col("_between") == 1)).alias("partition_leaderless"))
 
 
-def with_decisions(o, *, transactions, history=None, leaders=None, persist=None):
+def with_decisions(o, *, transactions, history=None, leaders=None, persist=None, partitions=None):
     """``o`` (open transactions with ``transactional_id``, ``client_transaction_version`` of the
     coordinator's records of the producer -- null without --, and the previous marker's columns)
     with :data:`DECISION_COLUMNS`:
@@ -229,10 +459,11 @@ def with_decisions(o, *, transactions, history=None, leaders=None, persist=None)
 
     ``persist`` (the engine's, optional) keeps each step's result: every step joins an aggregate
     of the transactions back to them, and without it each step copies the previous steps' whole
-    plan twice (the plan of a small dump's verdicts grew to 1.8 MB of text, minutes of analysis)."""
+    plan twice (the plan of a small dump's verdicts grew to 1.8 MB of text, minutes of analysis).
+    ``partitions`` (optional: the model's replica facts, ``log_start_offset`` and ``is_compacted``)
+    lets the order of a producer's markers place a decision's marker where its time cannot
+    (:func:`decision_markers`); without it the times do, with the completion as the tie-break."""
     from pyspark.sql import functions as F
-
-    from auditor.model.replica_key import join_replica
 
     keep = persist or (lambda df: df)
     o = join_replica(o, _marker_evidence(o, transactions), "left", on=["producer_id", "first_offset"])
@@ -241,7 +472,7 @@ def with_decisions(o, *, transactions, history=None, leaders=None, persist=None)
     o = keep(o.withColumn("_tv2", tv2).withColumn("transaction_version", F.when(tv2, F.lit(2)).otherwise(
         F.col("client_transaction_version").cast("int"))))
     if history is not None:
-        decided, own = _coordinator_decision(o, history), _own_record(o, history)
+        decided, own = _coordinator_decision(o, history, transactions, partitions), _own_record(o, history)
         o = join_replica(o, decided, "left", on=["producer_id", "first_offset"])
         o = join_replica(o, own, "left", on=["producer_id", "first_offset"])
     else:

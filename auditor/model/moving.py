@@ -38,6 +38,20 @@ def stopped_log_dirs(files):
         (F.max(F.when(F.col("kind") == "clean-shutdown", 1).otherwise(0)) == 1).alias("log_dir_stopped"))
 
 
+def stopped_log_dirs_of_rows(files: list[dict]) -> dict[tuple[str, str], bool]:
+    """:func:`stopped_log_dirs` of ``files`` inventory rows (dicts with ``cluster_id`` — the
+    cluster's key, :func:`auditor.model.clusters.cluster_key` —, ``log_dir``, ``kind``), for the
+    readers without Spark (the timeline's pyarrow engine): ``{(cluster_id, log_dir): stopped}``. A
+    log dir without a row is taken as stopped, as there."""
+    out: dict[tuple[str, str], bool] = {}
+    for r in files:
+        if r.get("log_dir") is None or r.get("cluster_id") is None:
+            continue
+        key = (r["cluster_id"], r["log_dir"])
+        out[key] = out.get(key, False) or r.get("kind") == "clean-shutdown"
+    return out
+
+
 def stopped_clusters(files):
     """Per cluster of the ``files`` inventory: ``log_dirs_stopped`` — every log dir of it that
     was given holds ``.kafka_cleanshutdown`` (:func:`stopped_log_dirs`). A cluster the inventory

@@ -6,9 +6,11 @@ log's segment batches and the log dir's checkpoints:
 * **log end** — the offset after the last batch (``UnifiedLog.logEndOffset``);
 * **high watermark** — the ``replication-offset-checkpoint`` entry
   (``high_watermark``, null without one). The model counts with it capped at the
-  log end, the log end when there is none
-  (:func:`auditor.model.producer_state.reference.effective_high_watermark`;
-  ``hw`` of :func:`auditor.model.producer_state.spark.last_stable_offsets`);
+  log end, the log end when there is none or where the log dir was not cleanly
+  stopped (the checkpoint is only a lower bound there): ``hw`` of
+  :func:`auditor.model.producer_state.spark.high_watermarks` (Spark), and
+  :func:`high_watermark_of` for the readers without Spark (the timeline's pyarrow
+  engine), one rule in two forms;
 * **log start** — the larger of the ``log-start-offset-checkpoint`` entry and the
   first segment's base offset (``LogLoader.load``;
   :func:`auditor.model.producer_state.reference.log_start_offset` is the same rule
@@ -21,13 +23,16 @@ log's segment batches and the log dir's checkpoints:
 Every function takes DataFrames and returns one; none collects or persists (the
 audit context persists :func:`replica_facts`, the ``partitions`` view; the
 forensic timeline runs :func:`log_bounds` and :func:`offset_holes` on its one replica's
-rows). One executes a rule on rows instead, for the readers without Spark:
-:func:`offset_holes_of_rows`.
+rows). Two execute a rule on rows instead, for the readers without Spark:
+:func:`offset_holes_of_rows` and :func:`high_watermark_of`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from auditor.model.coverage import SEGMENT_ALONE
+from auditor.model.producer_state.reference import effective_high_watermark
 from auditor.model.replica_key import REPLICA, join_null_safe, join_replica
 
 #: a remote segment's file name (LocalTieredStorage: ``<offset>-<segment id>.log``,
@@ -128,6 +133,43 @@ def offset_holes_of_rows(rows) -> list[tuple[int, int]]:
 
 def _none_first(v: int | None) -> tuple:
     return (v is not None, v or 0)
+
+
+@dataclass(frozen=True)
+class HighWatermark:
+    """A replica's high watermark as the model counts with it, and where it comes from: what the
+    timeline shows beside the LSO, so that it says what ``stuck-lso`` says (its evidence's
+    ``high_watermark`` and ``high_watermark_checkpoint``).
+
+    ``offset``: the high watermark (``hw``); ``checkpoint``: the ``replication-offset-checkpoint``
+    entry as read (None without one); ``lower_bound``: the log dir was not cleanly stopped, so the
+    entry lags the log and ``offset`` is the log end."""
+
+    offset: int
+    checkpoint: int | None
+    lower_bound: bool
+
+    def describe(self) -> str:
+        """``high watermark N (where it comes from)``: a lower-bound checkpoint is said to be one."""
+        if self.lower_bound:
+            return (f"high watermark {self.offset} (the log end: the replication-offset-checkpoint's "
+                    f"{self.checkpoint} is only a lower bound, the log dir was not cleanly stopped)")
+        if self.checkpoint is None:
+            return f"high watermark {self.offset} (the log end: no replication-offset-checkpoint entry)"
+        if self.checkpoint > self.offset:
+            return (f"high watermark {self.offset} (the log end: the replication-offset-checkpoint's "
+                    f"{self.checkpoint} lies past it)")
+        return f"high watermark {self.offset} (replication-offset-checkpoint)"
+
+
+def high_watermark_of(checkpoint: int | None, log_end_offset: int, log_dir_stopped: bool = True) -> HighWatermark:
+    """:func:`auditor.model.producer_state.spark.high_watermarks` for one replica, for the readers
+    without Spark: ``checkpoint`` is its ``replication-offset-checkpoint`` entry (None without one),
+    ``log_dir_stopped`` whether its log dir holds ``.kafka_cleanshutdown``
+    (:func:`auditor.model.moving.stopped_log_dirs_of_rows`; True when the input has no inventory).
+    The same rule, so the timeline and the audit never show two high watermarks for one replica."""
+    return HighWatermark(effective_high_watermark(checkpoint, log_end_offset, log_dir_stopped), checkpoint,
+                         checkpoint is not None and not log_dir_stopped)
 
 
 def log_bounds(batches, checkpoints=None):

@@ -18,6 +18,14 @@ report and the forensic commands read it:
   ``txnTimeoutMs == Integer.MAX_VALUE``, and
   ``TransactionStateManager.timedOutTransactions`` skips such transactions, so
   the coordinator never aborts them (``TransactionLogValue`` has no 2PC field);
+* ``closed-on-another-replica`` — another copy of the partition in the input
+  (another log dir: a follower, a ``-future`` replica of a move between log dirs, a
+  reassignment's new replica, a dump of the same broker taken at another time)
+  holds the transaction's marker, and this copy ends at or before that offset: it
+  is behind, open there but closed. Info, whatever else this copy lacks; the reason
+  names the copy holding the marker and what the input shows of why this one lags
+  (:mod:`auditor.model.copies`). A copy that goes on past the marker's offset
+  without it has diverged, and keeps its verdict;
 * ``markers-undelivered`` — the coordinator decided the transaction (its
   ``Prepare*`` record listing the partition, or under transaction version 2 the
   same transaction's marker on another partition: :mod:`auditor.model.decisions`)
@@ -55,16 +63,12 @@ report and the forensic commands read it:
   verdict's ``settled_by`` names the missing ``__transaction_state``);
 * ``undetermined`` — the input cannot tell: later segments of the partition were
   not given (the marker may be there), or the coordinator's record of the
-  producer is not in the input and the transaction is not provably too old; or
-  another copy of the partition in the input (another log dir: a follower, or a
-  dump of the same broker taken at another time) holds the transaction's marker
-  and this copy ends at or before that offset: it is behind, open there but not
-  hanging (a copy that goes on past the marker's offset without it has diverged,
-  and keeps its verdict); or, under transaction version 2, the coordinator's
-  records of the producer are past the data's epoch (it ended the transaction)
-  but the decision is no longer in the input (compacted) nor any of its markers.
-  ``undetermined_reason`` says what is missing and ``settled_by`` what would
-  settle it.
+  producer is not in the input and the transaction is not provably too old; or,
+  under transaction version 2, the coordinator's records of the producer are past
+  the data's epoch (it ended the transaction) but the decision is no longer in the
+  input (compacted) nor any of its markers. ``undetermined_reason`` says what is
+  missing and ``settled_by`` what would settle it (for ``closed-on-another-replica``:
+  where the marker is and why this copy may lag, and what to check of it).
 
 The **age** is the reference instant (``as_of``: the newest timestamp of the
 cluster's input, or ``--as-of``: :class:`auditor.model.clock.Clock`) minus the
@@ -83,14 +87,15 @@ from auditor.model.coverage import SEGMENT_ALONE
 from auditor.model.replica_key import REPLICA, join_replica
 from auditor.model.verdict_table import FACTS
 
-VERDICTS = ("in-flight", "two-phase-commit", "closed-after-the-copy", "markers-undelivered", "marker-skipped",
-            "late-write", "unknown-to-coordinator", "hanging", "undetermined")
+VERDICTS = ("in-flight", "two-phase-commit", "closed-after-the-copy", "closed-on-another-replica",
+            "markers-undelivered", "marker-skipped",
+            "late-write", "unknown-to-coordinator", "hanging", "overdue", "undetermined")
 # TransactionMetadata.isDistributedTwoPhaseCommitTxn(): txnTimeoutMs == Integer.MAX_VALUE (Kafka 4.3.1, 4.4.0)
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
 
 
 def open_transaction_evidence(open_txns, partitions, *, transactions, coordinator=None, stopped=None,
-                              replicated: bool = True, leaders=None, persist=None, written=None):
+                              replicated: bool = True, leaders=None, persist=None, written=None, copies=None):
     """``open_txns`` (the model's open transactions) with the replica's coverage
     (``partitions``: ``log_end_known``), the coordinator's view of the
     producer, its decision (:func:`auditor.model.decisions.with_decisions`) and the facts the
@@ -99,7 +104,9 @@ def open_transaction_evidence(open_txns, partitions, *, transactions, coordinato
     ``transactions``: the model's transactions of every replica (the decision's markers on other
     partitions; with ``replicated``, copies of the partition holding the marker: where another
     copy has the same transaction (producer id, first offset) closed by a marker and this one's
-    log ends at or before that marker, the open one is ``undetermined``: this copy is behind).
+    log ends at or before that marker, the open one is ``closed-on-another-replica``: this copy is
+    behind). ``copies``: :func:`auditor.model.copies.copy_facts` (why a copy may be behind, and which
+    replicas are ``-future`` ones: the ``future_replica`` column), or None.
     ``coordinator``: None when no cluster of the input has ``__transaction_state`` records, else a
     dict of DataFrames ``ids`` (cluster_id, producer_id, transactional_id), ``latest`` (the latest
     record per transactional id), ``history`` (:func:`auditor.model.coordinator.history`),
@@ -119,7 +126,8 @@ def open_transaction_evidence(open_txns, partitions, *, transactions, coordinato
     Added columns: ``transactional_id``, ``coordinator_state``,
     ``coordinator_producer_id``, ``transaction_timeout_ms``, ``start_timestamp_ms``,
     ``coordinator_topic_partitions`` (``topic-N`` strings), ``coordinator_partitions_in_dump``,
-    ``age_only`` (no coordinator record could be consulted), the decision's columns
+    ``age_only`` (no coordinator record could be consulted), ``future_replica`` (the replica's
+    directory is a ``-future`` one: it serves no client), the decision's columns
     (:data:`auditor.model.decisions.DECISION_COLUMNS`), the facts, and the rest of what the decision
     reads (:data:`auditor.model.verdict_table.INPUTS`)."""
     from pyspark.sql import functions as F
@@ -137,9 +145,9 @@ def open_transaction_evidence(open_txns, partitions, *, transactions, coordinato
     o, c = _with_coordinator(o, coordinator)
     if persist is not None:  # the decisions join the transactions to aggregates of themselves: one plan, not many
         o = persist(o)
-    o = decisions.with_decisions(o, transactions=transactions, leaders=leaders, persist=persist,
+    o = decisions.with_decisions(o, transactions=transactions, leaders=leaders, persist=persist, partitions=partitions,
                                  history=coordinator.get("history") if coordinator is not None else None)
-    o = _with_closed_elsewhere(o, transactions if replicated else None)
+    o = _with_closed_elsewhere(o, transactions if replicated else None, copies)
     if stopped is not None:
         o = o.join(F.broadcast(stopped), "cluster_id", "left")
         c["moving"] = ~F.coalesce(F.col("log_dirs_stopped"), F.lit(True))
@@ -233,18 +241,49 @@ def _coordinator_conditions(c: dict) -> None:
     c["expected"] = F.col("coordinator_partitions_expected")
 
 
-def _with_closed_elsewhere(o, transactions):
+_CLOSED_TYPE = ("struct<marker_offset:bigint,log_dir:string,broker_id:int,marker_type:string,marker_timestamp:bigint,"
+                "log_start_offset:bigint>")
+_COPY_TYPE = ("struct<future_replica:boolean,log_dir_stopped:boolean,log_dir_newest_ms:bigint,log_start_offset:bigint,"
+              "being_added:boolean>")
+
+
+def _with_closed_elsewhere(o, transactions, copies=None):
     """``_closed``: the marker another copy of the partition holds for the same transaction
-    (producer id, first offset); null without one, or when ``transactions`` is None."""
+    (producer id, first offset; of several, the lowest marker offset), with that copy's log start;
+    null without one, or when ``transactions`` is None. ``_copy``: what the input shows of this
+    copy (:func:`auditor.model.copies.copy_facts`, ``being_added``: the metadata log lists its broker
+    as being added), which the verdict table reads to say why a copy may be behind the one holding
+    the marker; null without ``copies``. ``future_replica``: this replica's directory is a
+    ``-future`` one (false without ``copies``): it serves no client."""
     from pyspark.sql import functions as F
 
+    from auditor.model.replica_key import join_null_safe
+
     if transactions is None:
-        return o.withColumn("_closed", F.lit(None).cast(
-            "struct<marker_offset:bigint,log_dir:string,broker_id:int,marker_type:string>"))
-    closed = transactions.where(F.col("state").isin("commit", "abort")).groupBy(
-        "cluster_id", "topic", "partition", "producer_id", "first_offset").agg(
-        F.min(F.struct("marker_offset", "log_dir", "broker_id", "marker_type")).alias("_closed"))
-    return o.join(closed, ["cluster_id", "topic", "partition", "producer_id", "first_offset"], "left")
+        o = o.withColumn("_c", F.lit(None).cast(_CLOSED_TYPE))
+    else:
+        closed = transactions.where(F.col("state").isin("commit", "abort")).groupBy(
+            "cluster_id", "topic", "partition", "producer_id", "first_offset").agg(
+            F.min(F.struct("marker_offset", "log_dir", "broker_id", "marker_type", "marker_timestamp")).alias("_c"))
+        o = o.join(closed, ["cluster_id", "topic", "partition", "producer_id", "first_offset"], "left")
+    if copies is None:
+        o = o.withColumns({"_copy": F.lit(None).cast(_COPY_TYPE), "future_replica": F.lit(False),
+                           "_h_start": F.lit(None).cast("bigint")})
+    else:
+        mine = copies.select(*REPLICA, "future_replica", F.struct(
+            "future_replica", "log_dir_stopped", "log_dir_newest_ms", "log_start_offset",
+            F.array_contains("adding", F.col("broker_id")).alias("being_added")).alias("_copy"))
+        o = join_replica(o, F.broadcast(mine), "left")
+        holder = copies.select("cluster_id", "topic", "partition", F.col("broker_id").alias("_h_broker"),
+                               F.col("log_dir").alias("_h_dir"), F.col("log_start_offset").alias("_h_start"))
+        o = o.withColumns({"_h_broker": F.col("_c.broker_id"), "_h_dir": F.col("_c.log_dir")})
+        o = join_null_safe(o, F.broadcast(holder), ["_h_broker"], "left",
+                           on=["cluster_id", "_h_dir", "topic", "partition"]).drop("_h_broker", "_h_dir")
+    closed = F.when(F.col("_c").isNotNull(), F.struct(*(F.col(f"_c.{k}").alias(k) for k in (
+        "marker_offset", "log_dir", "broker_id", "marker_type", "marker_timestamp")), F.col("_h_start").alias(
+        "log_start_offset")))
+    return o.withColumns({"_closed": closed, "future_replica": F.coalesce("future_replica", F.lit(False))}).drop(
+        "_c", "_h_start")
 
 
 def _facts(c: dict) -> dict:

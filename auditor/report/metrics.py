@@ -67,8 +67,9 @@ LSO_LAG_OFFSETS = Metric("txn_audit_lso_lag_offsets", PARTITION, True,
                          "Offsets between the stuck LSO and the high watermark (the largest lag_offsets of the "
                          "partition's stuck-lso findings of severity error or critical).")
 LSO_LAG_SECONDS = Metric("txn_audit_lso_lag_seconds", PARTITION, True,
-                         "How long the stuck LSO has trailed the newest data (the largest lag_ms of the partition's "
-                         "stuck-lso findings of severity error or critical), in seconds.")
+                            "How long the stuck LSO has been pinned: the age of its pinning transaction as of the "
+                            "audit's reference instant (the largest duration_ms of the partition's stuck-lso findings "
+                            "of severity error or critical, the hanging-transaction verdict's age), in seconds.")
 MAX_TIMEOUT = Metric("txn_audit_transaction_max_timeout_seconds", (), True,
                      "The transaction.max.timeout.ms the audit judged ages against (--max-timeout-ms), in seconds.")
 FILES_DECODED = Metric("txn_audit_files_decoded", (), True,
@@ -164,14 +165,16 @@ def _evidence(f: dict, name: str) -> object:
 
 
 def partition_series(findings: list[dict], limit: int = MAX_PARTITIONS) -> list[Sample]:
-    """The per-partition metrics: the oldest open hanging transaction and the stuck LSO's lag."""
+    """The per-partition metrics: the oldest open hanging transaction, and the stuck LSO's lag in offsets
+    and how long it has been pinned (its finding's ``duration_ms``, the verdict's age: the span of data
+    behind it, ``lag_ms``, is 0 when the pin's own batches are the newest, however old they are)."""
     return [
         *capped(HANGING_AGE, worst_per_partition(findings, "hanging-transaction",
                                                  lambda f: _seconds(f.get("duration_ms"))), limit),
         *capped(LSO_LAG_OFFSETS, worst_per_partition(findings, "stuck-lso", lambda f: _evidence(f, "lag_offsets")),
                 limit),
         *capped(LSO_LAG_SECONDS, worst_per_partition(findings, "stuck-lso",
-                                                     lambda f: _seconds(_evidence(f, "lag_ms"))), limit),
+                                                        lambda f: _seconds(f.get("duration_ms"))), limit),
     ]
 
 

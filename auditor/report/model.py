@@ -328,6 +328,18 @@ class Report:
                   "newest-record": "the newest record read; --as-of now for the present"}.get(self.as_of_source())
         return f"Ages as of {format_time(ms)}" + (f" ({source})" if source else "")
 
+    def timeout_text(self) -> str | None:
+        """The transaction.max.timeout.ms the verdicts assumed and where it came from, as the
+        report headers say it (None: a findings directory of an older version does not say). A
+        transaction's own timeout, where its coordinator record gives one, is capped by it."""
+        ms = self.run.get("max_timeout_ms")
+        if ms is None:
+            return None
+        source = ("--max-timeout-ms" if self.run.get("max_timeout_given")
+                  else "assumed: Kafka's default; --max-timeout-ms sets the cluster's")
+        return (f"Timeouts: transaction.max.timeout.ms {format_duration(ms)} ({source}); each transaction's own "
+                "where its coordinator record gives it")
+
     def incidents_by_severity(self) -> dict[str, int]:
         counts = {s: 0 for s in reversed(SEVERITIES)}
         for inc in self.incidents():
@@ -391,6 +403,9 @@ class Report:
             "run_id": self.run.get("run_id"),
             "as_of_ms": self.run.get("as_of_ms"),
             "as_of_source": self.as_of_source(),
+            "max_timeout_ms": self.run.get("max_timeout_ms"),
+            "max_timeout_source": (None if self.run.get("max_timeout_ms") is None
+                                   else "given" if self.run.get("max_timeout_given") else "kafka-default"),
             "incidents": self.incidents_by_severity(),
             "skipped_rules": self.run.get("skipped") or {},
         })
@@ -419,6 +434,8 @@ def from_audit(result, filters: Filters | None = None, bootstrap_server: str | N
     """A report of an :class:`~auditor.engine.runner.AuditResult` (``scan`` / ``audit``)."""
     run = {"run_id": getattr(result, "run_id", None), "as_of_ms": result.as_of_ms,
            "as_of_given": getattr(result, "as_of_given", False), "skipped": dict(result.skipped),
+           "max_timeout_ms": getattr(result, "max_timeout_ms", None),
+           "max_timeout_given": getattr(result, "max_timeout_given", None),
            "rule_seconds": dict(result.rule_seconds), "source": source}
     return build_report(result.findings, summary=result.summary, plots=result.plots, run=run, filters=filters,
                         bootstrap_server=bootstrap_server)
@@ -465,7 +482,8 @@ def load_report(path: str | Path, filters: Filters | None = None, bootstrap_serv
 
     rows, manifest, plots = load_findings_dir(path)
     rows = [render_stored(normalize_finding(r)) for r in rows]
-    run = {k: manifest.get(k) for k in ("run_id", "as_of_ms", "as_of_given", "skipped", "rule_seconds", "tables")}
+    run = {k: manifest.get(k) for k in ("run_id", "as_of_ms", "as_of_given", "max_timeout_ms", "max_timeout_given",
+                                         "skipped", "rule_seconds", "tables")}
     run["source"] = str(Path(path).absolute())
     return build_report(rows, summary=manifest.get("summary") or {}, plots=plots, run=run, filters=filters,
                         bootstrap_server=bootstrap_server)

@@ -499,6 +499,7 @@ def render_html(report: Report) -> str:
     sub = " · ".join(x for x in (
         f"run {esc(run.get('run_id'))}" if run.get("run_id") else "",
         f"ages as of {esc(format_time(run.get('as_of_ms')))}" if run.get("as_of_ms") else "",
+        esc(report.timeout_text()) if report.timeout_text() else "",
         f"{len(report.findings)} findings" + (f" of {report.total_findings} (filtered)" if report.filters.active else "")
         + (f" in {_count(len(incidents), 'incident')}" if len(incidents) < len(report.findings) else ""),
     ) if x)

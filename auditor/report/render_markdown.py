@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from auditor.model.advice import LEGACY_FORM
 from auditor.report.model import Report, format_time, one_line
 from auditor.report.render_table import (COLUMNS, also_text, incident_commands, location, resolved_texts,
                                            summary_rows)
@@ -60,7 +61,8 @@ def _incidents(report: Report) -> list[str]:
         if len(inc.findings) > 1:
             lines.append("")
         cmds = [one_line(c) for c in incident_commands(report, inc)]
-        cmds += [one_line(f"# {c['applies_to']}: {c['command']}") for c in report.commands(f) if c["applies_to"]]
+        cmds += [one_line(f"# {c['applies_to']}: {c['command']}") for c in report.commands(f)
+                 if c["applies_to"] == LEGACY_FORM]
         if cmds:
             lines += [md_code_block(cmds), ""]
         if f.get("remediation"):
@@ -107,4 +109,6 @@ def render_markdown(report: Report) -> str:
         lines.append(f"<sub>txn-audit · run {md_text(report.run.get('run_id') or '-')} · ages as of "
                      f"{md_text(format_time(report.run['as_of_ms']))}</sub>")
         lines.append("")
+    if report.timeout_text():
+        lines += [f"<sub>{md_text(report.timeout_text())}</sub>", ""]
     return "\n".join(lines)

@@ -37,6 +37,7 @@ from typing import Callable
 from rich.console import Console
 from rich.text import Text
 
+from auditor.model.advice import LEGACY_FORM
 from auditor.report.model import Incident, Report, coordinator_epoch, format_duration, format_time, one_line
 
 SEVERITY_STYLE = {"critical": "bold white on red", "error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -265,6 +266,8 @@ def summary_lines(report: Report) -> list[tuple[str, str]]:
     newest = report.as_of_source() == "newest-record" and report.run.get("as_of_ms") == tr.get("last_ms")
     if report.as_of_text() and not newest:
         lines.append(("", report.as_of_text()))
+    if report.timeout_text():
+        lines.append(("", report.timeout_text()))
     if s:
         tx = s.get("transactions") or {}
         names = {"commit": "committed", "abort": "aborted", "open": "open", "marker-only": "marker-only"}
@@ -393,12 +396,18 @@ def also_text(f: dict) -> str:
 def incident_commands(report: Report, incident: Incident) -> list[str]:
     """The commands of an incident, each once, in its findings' order, then the next forensic
     command of its lead. The form for brokers before 3.0 (``applies_to``) is left to the other
-    formats: every broker this tool supports takes ``--start-offset``."""
+    formats: every broker this tool supports takes ``--start-offset``. A command guarded by what
+    the ones before it show (an abort after the checks that ask the coordinator,
+    :data:`auditor.model.advice.GUARD`) is a shell comment, ``# <condition>: <command>``: pasted
+    with the others, it does not run."""
     out: list[str] = []
     for f in incident.findings:
         for c in report.commands(f):
-            if not c["applies_to"] and c["command"] not in out:
-                out.append(c["command"])
+            if c["applies_to"] == LEGACY_FORM:
+                continue
+            text = f"# {c['applies_to']}: {c['command']}" if c["applies_to"] else c["command"]
+            if text not in out:
+                out.append(text)
     nxt = report.next_command(incident.lead)
     if nxt:
         out.append(nxt)
@@ -419,7 +428,10 @@ def incident_lines(report: Report, incident: Incident, width: int, *, cluster: b
     for other in incident.findings[1:]:
         out += [("dim", line, False) for line in wrap(also_text(other), width, INDENT, INDENT * 2)]
     for cmd in incident_commands(report, incident):
-        out += [("command", line, True) for line in command_lines(one_line(cmd), width)]
+        if cmd.startswith("# "):  # guarded: every line a comment, so no part of it runs when pasted
+            out += [("dim", line, True) for line in wrap(one_line(cmd[2:]), width, INDENT + "# ", INDENT + "#   ")]
+        else:
+            out += [("command", line, True) for line in command_lines(one_line(cmd), width)]
     if advice and f.get("remediation"):
         out += [("dim", line, False) for line in wrap(one_line(f["remediation"]), width, INDENT + "advice: ", INDENT * 2)]
     return out

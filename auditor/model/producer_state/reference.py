@@ -240,7 +240,8 @@ def effective_high_watermark(checkpoint: int | None, log_end_offset: int, log_di
     capped at the log end, the log end when there is none, or when the log dir was not cleanly stopped
     (the checkpoint lags the log there: a lower bound; :func:`auditor.model.moving.stopped_log_dirs`)
     (:func:`load_replica`; the Spark form is ``hw`` of
-    :func:`auditor.model.producer_state.spark.last_stable_offsets`)."""
+    :func:`auditor.model.producer_state.spark.high_watermarks`, and
+    :func:`auditor.model.replica.high_watermark_of` says where it comes from)."""
     if checkpoint is None or not log_dir_stopped:
         return log_end_offset
     return min(checkpoint, log_end_offset)

@@ -189,33 +189,20 @@ def unstable_at(txns, offset_col):
     return (F.col("first_offset") < offset_col) & (F.col("marker_offset").isNull() | (F.col("marker_offset") >= offset_col))
 
 
-def last_stable_offsets(txns, partitions, stopped_log_dirs=None):
-    """Per replica of ``partitions`` (columns: the replica key, ``high_watermark``,
-    ``log_end_offset``, ``log_start_offset``): the first unstable offset and the
-    last stable offset the broker has after loading the replica, and the open
-    transaction that pins it.
+def high_watermarks(partitions, stopped_log_dirs=None):
+    """Per replica of ``partitions`` (columns: the replica key, ``high_watermark`` — the
+    ``replication-offset-checkpoint`` entry, null without one — and ``log_end_offset``): the high
+    watermark the model counts with, the one every reader shows (``stuck-lso``, the report, the
+    timeline's Spark engine), so a replica never has two.
 
-    ``hw`` is the high watermark (``replication-offset-checkpoint``; the log end
-    when absent, capped by it). In a log dir that was not cleanly stopped
-    (``stopped_log_dirs``: :func:`auditor.model.moving.stopped_log_dirs`, None or no
-    row: stopped) the checkpoint lags the log, so its entry is only a lower bound:
-    ``hw`` is then the log end, and a transaction the log holds pins the LSO
-    (``hw_checkpoint`` keeps the checkpoint's entry, ``hw_lower_bound`` says so;
-    :func:`auditor.model.producer_state.reference.effective_high_watermark`). The first unstable offset is the first offset of
-    the earliest open transaction, never below the log start; the LSO is that
-    offset if below ``hw``, else ``hw`` (``UnifiedLog.lastStableOffset``).
-    Completed transactions whose marker is not yet below the high watermark
-    (``unreplicatedTxns``) are not counted: a loaded broker seeds its state from a
-    producer snapshot at the log end (written at a clean shutdown, or by recovery
-    after an unclean one), which does not keep them — they hold a running
-    broker's LSO only until its followers fetch the marker
-    (:func:`auditor.model.producer_state.reference.load_replica` does the same).
-
-    Columns added: ``hw``, ``first_unstable_offset``, ``last_stable_offset``,
-    ``open_transactions`` (how many are open) and the earliest open transaction
-    as ``pin`` (struct: ``first_offset``, ``producer_id``, ``producer_epoch`` —
-    its data epoch —, ``first_timestamp``, ``prev_coordinator_epoch``), null
-    when none is open."""
+    ``hw`` is the checkpoint's entry capped at the log end, the log end without one. In a log dir
+    that was not cleanly stopped (``stopped_log_dirs``: :func:`auditor.model.moving.stopped_log_dirs`,
+    None or no row: stopped) the checkpoint lags the log (the broker writes it every 5 s and at a
+    clean shutdown), so its entry is only a lower bound: ``hw`` is then the log end, and a
+    transaction the log holds pins the LSO. ``hw_checkpoint`` keeps the checkpoint's entry (capped
+    at the log end), ``hw_lower_bound`` says it is only a lower bound. The rule on rows, for the
+    readers without Spark, is :func:`auditor.model.replica.high_watermark_of` (the two are held
+    equal on every partition of sample_logs/ by ``tests/test_forensics_fast.py``)."""
     from pyspark.sql import functions as F
 
     p = partitions
@@ -227,8 +214,35 @@ def last_stable_offsets(txns, partitions, stopped_log_dirs=None):
     checkpoint = F.least(F.coalesce("high_watermark", "log_end_offset"), F.col("log_end_offset"))
     p = p.withColumns({"hw_checkpoint": checkpoint, "hw_lower_bound": moved & F.col("high_watermark").isNotNull(),
                        "hw": F.when(moved, F.col("log_end_offset")).otherwise(checkpoint)})
-    if stopped_log_dirs is not None:
-        p = p.drop("log_dir_stopped")
+    return p.drop("log_dir_stopped") if stopped_log_dirs is not None else p
+
+
+def last_stable_offsets(txns, partitions, stopped_log_dirs=None):
+    """Per replica of ``partitions`` (columns: the replica key, ``high_watermark``,
+    ``log_end_offset``, ``log_start_offset``): the first unstable offset and the
+    last stable offset the broker has after loading the replica, and the open
+    transaction that pins it.
+
+    ``hw``, ``hw_checkpoint``, ``hw_lower_bound``: the replica's high watermark
+    (:func:`high_watermarks`: the checkpoint's entry capped at the log end, the log
+    end without one or where the log dir was not cleanly stopped). The first unstable offset is the first offset of
+    the earliest open transaction, never below the log start; the LSO is that
+    offset if below ``hw``, else ``hw`` (``UnifiedLog.lastStableOffset``).
+    Completed transactions whose marker is not yet below the high watermark
+    (``unreplicatedTxns``) are not counted: a loaded broker seeds its state from a
+    producer snapshot at the log end (written at a clean shutdown, or by recovery
+    after an unclean one), which does not keep them — they hold a running
+    broker's LSO only until its followers fetch the marker
+    (:func:`auditor.model.producer_state.reference.load_replica` does the same).
+
+    Columns added: those of :func:`high_watermarks`, ``first_unstable_offset``, ``last_stable_offset``,
+    ``open_transactions`` (how many are open) and the earliest open transaction
+    as ``pin`` (struct: ``first_offset``, ``producer_id``, ``producer_epoch`` —
+    its data epoch —, ``first_timestamp``, ``prev_coordinator_epoch``), null
+    when none is open."""
+    from pyspark.sql import functions as F
+
+    p = high_watermarks(partitions, stopped_log_dirs)
     agg = txns.where("state = 'open'").groupBy(*REPLICA).agg(
         F.count(F.lit(1)).alias("open_transactions"),
         F.min(F.struct("first_offset", "producer_id", F.col("data_epoch_max").alias("producer_epoch"),
