@@ -110,9 +110,12 @@ class Capture:
     hw_checkpoint_orders1: int | None = None  # orders-1's high watermark in the copy's replication-offset-checkpoint
     copy_vanished: list[str] = field(default_factory=list)  # files gone between listing and copying
     skip_line: str | None = None  # variant 2: the coordinator's log line
-    landed: dict | None = None  # variant 1: the marker on the live orders-1 after the thaw
+    landed: dict | None = None  # the marker on the live orders-1 after the thaw
+    offsets_after_thaw: tuple[int, int] | None = None  # orders-1's (high watermark, LSO) once the marker landed
     seconds: dict[str, float] = field(default_factory=dict)
     findings: list[dict] = field(default_factory=list)
+    # the same copy handed over as on-call engineers do (:data:`PARTS`): part name -> its findings
+    parts: dict[str, list[dict]] = field(default_factory=dict)
 
     @property
     def first_offset(self) -> int:
@@ -282,7 +285,8 @@ def copy_log_dirs(cluster: KafkaCluster, dest: Path) -> tuple[dict[int, Path], i
 # -- markers, read with kafka-python ----------------------------------------------------------------
 def control_batches(part_dir: Path) -> list[dict]:
     """Every batch of the partition's segments, in offset order, as (offset, producer id, epoch, control
-    type: COMMIT/ABORT/None for data): kafka-python's reader, independent of the auditor's decoders."""
+    type: COMMIT/ABORT/None for data, record count, max timestamp): kafka-python's reader, independent of
+    the auditor's decoders."""
     from kafka.record import MemoryRecords
 
     out = []
@@ -297,8 +301,8 @@ def control_batches(part_dir: Path) -> list[dict]:
                 key = next(iter(batch)).key
                 kind = {0: "ABORT", 1: "COMMIT"}.get(struct.unpack(">hh", key[:4])[1], "OTHER") if key else "OTHER"
             out.append({"offset": batch.base_offset, "producer_id": batch.producer_id,
-                        "producer_epoch": batch.producer_epoch, "control": kind,
-                        "transactional": batch.is_transactional})
+                        "producer_epoch": batch.producer_epoch, "control": kind, "records": batch.records_count,
+                        "timestamp": batch.max_timestamp, "transactional": batch.is_transactional})
     return out
 
 
@@ -527,7 +531,9 @@ def capture_skipped(cluster: KafkaCluster, before: Roles, work: Path) -> Capture
     request times out the coordinator's retry finds no leader endpoint (``KRaftMetadataCache
     .getPartitionLeaderEndpoint`` is empty for leader -1), drops orders-1's marker and writes
     CompleteCommit. Copied once the coordinator logged that and DescribeTransactions says CompleteCommit;
-    the node is thawed only after the copy (it then rejoins, but no marker will ever come)."""
+    the node is thawed only after the copy. The coordinator sends no more markers, but the thawed node may
+    still serve the WriteTxnMarkers request it took before it froze (seen on 4.3.1: the COMMIT lands and the
+    LSO moves): recorded as ``landed`` and ``offsets_after_thaw``, the live broker's ListOffsets."""
     t0 = time.monotonic()
     restart_all(cluster, {"broker.session.timeout.ms": DEFAULT_SESSION_MS})
     cap = Capture("skipped", "orders-skipped", roles_after_restart(cluster, before))
@@ -538,7 +544,7 @@ def capture_skipped(cluster: KafkaCluster, before: Roles, work: Path) -> Capture
         await_hw_checkpoint(cluster, cap)
         log = cluster.nodes[cap.roles.coordinator].out_file
         start = log.stat().st_size
-        with frozen(cluster, cap.roles.frozen):
+        with frozen(cluster, cap.roles.frozen) as thaw:
             commit_during_outage(cluster, cap, p)
             t_commit = time.monotonic()
             cap.skip_line = wait_for(f"the coordinator's '{SKIP_LINE}' for {cap.transactional_id} in {log}",
@@ -547,6 +553,11 @@ def capture_skipped(cluster: KafkaCluster, before: Roles, work: Path) -> Capture
             wait_for("CompleteCommit after the skipped marker", lambda: describe_state(
                 cluster, cap.roles, cap.transactional_id) == "CompleteCommit", 30)
             copy_during_outage(cluster, cap, work / "copy-skipped", "CompleteCommit", -1)
+            thaw()
+            cap.landed = await_marker(cluster, cap)
+            if cap.landed is not None:
+                cap.offsets_after_thaw = wait_for("orders-1's LSO past the open data", lambda: _lso_past(cluster, cap),
+                                                  30)
     finally:
         p.close()
     check_copy(cap)
@@ -554,7 +565,45 @@ def capture_skipped(cluster: KafkaCluster, before: Roles, work: Path) -> Capture
     return cap
 
 
+def _lso_past(cluster: KafkaCluster, cap: Capture) -> tuple[int, int] | None:
+    """orders-1's (high watermark, last stable offset) from the live cluster's ListOffsets, once the LSO is
+    past the open transaction's data (None before)."""
+    from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    got = []
+    for iso in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED):
+        r = admin.list_offsets({TopicPartition(TOPIC, 1): OffsetSpec.latest()}, isolation_level=iso,
+                               request_timeout=10)
+        try:
+            got.append(next(iter(r.values())).result().offset)
+        except KafkaException:  # the thawed node rejoining (FENCED_LEADER_EPOCH, NOT_LEADER...): asked again
+            return None
+    return (got[0], got[1]) if got[1] > max(cap.open_offsets[1]) else None
+
+
 # -- the audit ------------------------------------------------------------------------------------
+#: the copy handed over as on-call engineers do, scanned with the options they would give: the frozen
+#: leader's log dir alone (the broker an SRE grabs first), aged 20 minutes with --as-of as the undetermined
+#: verdict's own hint says; the whole copy with default options (no --as-of, no --max-timeout-ms)
+PARTS = {"frozen-alone-20m": (True, 20 * 60_000), "whole-defaults": (False, None)}
+
+
+def scan_part(spark, cap: Capture, part: str, out: Path) -> list[dict]:
+    """One of :data:`PARTS` of the copy, scanned with Kafka's default transaction.max.timeout.ms."""
+    from auditor.engine.context import AuditOptions
+    from auditor.engine.runner import audit
+    from auditor.ingest.spark_job import ingest
+
+    alone, aged_ms = PARTS[part]
+    dirs = [cap.copy[cap.roles.frozen]] if alone else list(cap.copy.values())
+    ingest(spark, [str(d) for d in dirs], str(out))
+    opts = AuditOptions(as_of_ms=None if aged_ms is None else cap.as_of_ms + aged_ms)
+    cap.parts[part] = audit(spark, str(out), options=opts).findings
+    return cap.parts[part]
+
+
 def scan(spark, cap: Capture, out: Path) -> list[dict]:
     """``txn-audit scan`` of the copy as the report describes it: every node's copied log dir, as-of the
     copy's wall clock, the cluster's own transaction.max.timeout.ms."""

@@ -28,6 +28,13 @@ running, as an operator's ``cp -a``) and scanned as of the copy's wall clock wit
    and completes the transaction (CompleteCommit). No marker will ever come: ``marker-skipped``
    (critical), and still no abort.
 
+Each copy is also handed over as on-call engineers do (``marker_outage.PARTS``): the frozen leader's log
+dir alone, scanned 20 minutes later with ``--as-of`` (no coordinator record: ``overdue``, the checks that
+ask the coordinator first, every abort guarded by them), and the whole copy with default options. After
+the skipped variant's copy the frozen node is thawed: it serves the WriteTxnMarkers request it took
+before it froze, the COMMIT lands and the LSO moves, so an abort advised from the copy would have torn
+a transaction about to heal: the findings lead with the leader and print no abort.
+
 Everything the verdicts rest on is checked while capturing (``marker_outage.CaptureError``, a fixture
 error rather than a test failure): transaction version 2 in use, the frozen node leading ``orders-1``,
 the coordinator's state before and after the copy, the COMMIT marker on ``orders-0`` and none on
@@ -52,6 +59,13 @@ EXPECTED = {
 }
 
 
+#: what each variant's whole copy is reported as with default options (no --as-of, no --max-timeout-ms)
+DEFAULTS = {
+    "retrying": {("markers-undelivered", "error")},
+    "skipped": {("marker-skipped", "critical"), ("undetermined", "warning")},
+}
+
+
 @pytest.fixture(scope="module")
 def outage(spark, tmp_path_factory) -> dict[str, mo.Capture]:
     """Both variants captured on one cluster (killed before the scans: the copies are all that is read),
@@ -68,6 +82,8 @@ def outage(spark, tmp_path_factory) -> dict[str, mo.Capture]:
     caps = {c.variant: c for c in (retrying, skipped)}
     for cap in caps.values():
         mo.scan(spark, cap, work / f"tables-{cap.variant}")
+        for part in mo.PARTS:
+            mo.scan_part(spark, cap, part, work / f"tables-{cap.variant}-{part}")
         mo.save(cap, work / f"capture-{cap.variant}.json")
         print("\n" + mo.describe(cap))
     print(f"marker outage: captured in {captured_s:.0f} s, scanned in {time.monotonic() - t0 - captured_s:.0f} s; "
@@ -131,3 +147,61 @@ def test_the_retried_marker_lands_once_the_node_is_back(outage):
     assert cap.landed["control"] == "COMMIT"
     assert cap.landed["producer_epoch"] == cap.marker_orders0["producer_epoch"]
     assert cap.landed["coordinator_state"] == "CompleteCommit"
+
+
+def _unguarded_aborts(findings: list[dict]) -> list[tuple]:
+    """Abort commands printed to be pasted: not guarded by the checks that ask the coordinator."""
+    from auditor.model.advice import GUARD
+
+    return [(f["rule"], f["kind"], c["command"]) for f in findings for c in f.get("remediation_commands") or []
+            if c["command"] in mo.abort_commands(f) and c.get("applies_to") != GUARD]
+
+
+@pytest.mark.parametrize("variant", sorted(EXPECTED))
+def test_the_frozen_leaders_log_dir_alone_aged_20_minutes_gets_no_unguarded_abort(outage, variant):
+    """The broker leading the stuck partition is the log dir an SRE grabs first; scanned alone 20 minutes
+    after the copy (--as-of, as the undetermined verdict's hint says), Kafka's default timeouts. The input
+    has no coordinator record and the coordinator decided COMMIT: the open transaction is overdue (error),
+    the checks that ask the coordinator come first, every abort is guarded by them, and no text claims a
+    live coordinator would have aborted it."""
+    from auditor.model.advice import COORDINATOR_CLAIM, is_check
+
+    cap = outage[variant]
+    found = mo.touching(cap, cap.parts["frozen-alone-20m"])
+    assert _unguarded_aborts(found) == [], mo.describe(cap)
+    assert not any(COORDINATOR_CLAIM in f["message"] for f in found)
+    lead = [f for f in found if f["rule"] == "hanging-transaction" and f["first_offset"] == cap.first_offset]
+    assert [(f["kind"], f["severity"]) for f in lead] == [("overdue", "error")], _brief(found)
+    cmds = [c["command"] for c in lead[0]["remediation_commands"]]
+    assert is_check(cmds[0]) and "abort" in cmds[-1], cmds
+
+
+@pytest.mark.parametrize("variant", sorted(EXPECTED))
+def test_the_whole_copy_with_default_options_is_at_least_a_warning(outage, variant):
+    """The whole copy, no --as-of and no --max-timeout-ms (ages then end at the copy's newest record, and the
+    maximum is Kafka's 15 minutes): never in-flight, and nothing aborts. Retrying: the coordinator's record
+    gives the transaction's own timeout (10 s) and its PrepareCommit is older than that, so its markers are
+    overdue (markers-undelivered, error). Skipped: the brokers ran while copied and the coordinator completed
+    after the frozen partition's last write, so the marker may come after the copy -- and it did (the test
+    below): marker-skipped, or undetermined (read-while-moving) while the transaction is younger than the
+    maximum, both at least a warning."""
+    cap = outage[variant]
+    found = mo.touching(cap, cap.parts["whole-defaults"])
+    hanging = [f for f in found if f["rule"] == "hanging-transaction" and (f["topic"], f["partition"]) == (mo.TOPIC, 1)]
+    assert len(hanging) == 1 and (hanging[0]["kind"], hanging[0]["severity"]) in DEFAULTS[variant], _brief(found)
+    assert [f for f in found if mo.abort_commands(f)] == []
+
+
+def test_the_skipped_marker_lands_when_the_leader_is_back_and_the_advice_said_leader_first(outage):
+    """The coordinator dropped orders-1's marker and completed the commit; once the frozen leader runs
+    again it serves the WriteTxnMarkers request it took before it froze: the COMMIT lands and the LSO
+    moves (the live broker's ListOffsets). An abort would have torn a transaction about to heal, so the
+    marker-skipped findings lead with the leader and print no abort command."""
+    cap = outage["skipped"]
+    assert cap.landed is not None and cap.landed["control"] == "COMMIT", mo.describe(cap)
+    hw, lso = cap.offsets_after_thaw
+    assert lso > max(cap.open_offsets[1]) and lso == hw
+    for f in _at_orders1(cap, "hanging-transaction") + _at_orders1(cap, "stuck-lso"):
+        text = f["remediation"]
+        assert text.index("leader") < text.index("abort"), text
+        assert mo.abort_commands(f) == []
