@@ -206,6 +206,11 @@ def test_a_rescan_with_other_options_reuses_what_they_do_not_change(scans):
     assert "deciding the verdicts again" in timeout.stderr and "(no Spark)" in timeout.stderr, timeout.stderr[-2000:]
     assert not any(n in timeout.stderr for n in JVM_NOISE), timeout.stderr
     assert json.loads(timeout.stdout)["findings"]
+    # the report says which transaction.max.timeout.ms it assumed, and where it came from
+    assert {k: json.loads(scans["first"].stdout)["summary"][k] for k in ("max_timeout_ms", "max_timeout_source")} == {
+        "max_timeout_ms": 900_000, "max_timeout_source": "kafka-default"}
+    assert {k: json.loads(timeout.stdout)["summary"][k] for k in ("max_timeout_ms", "max_timeout_source")} == {
+        "max_timeout_ms": 60_000, "max_timeout_source": "given"}
 
 
 def test_report_exit_status(scans):

@@ -435,3 +435,19 @@ def test_a_guarded_abort_is_a_comment_on_every_line_in_the_terminal_and_markdown
     md = render(rep, "markdown").splitlines()
     assert [ln for ln in md if " abort " in ln and ln.startswith("kafka-transactions.sh")] == []
     assert any(ln.startswith("# only if find-hanging lists the partition") and "--start-offset 100" in ln for ln in md)
+
+
+def test_the_header_says_which_max_timeout_was_assumed_and_from_where():
+    """Verdicts depend on transaction.max.timeout.ms: the terminal, Markdown and JSON say which one the
+    run assumed, and whether it was given or Kafka's default; an older findings directory says nothing."""
+    assumed = build_report([finding()], run={"max_timeout_ms": 900_000, "max_timeout_given": False})
+    given = build_report([finding()], run={"max_timeout_ms": 60_000, "max_timeout_given": True})
+    text = render_table(assumed, width=80)
+    assert "transaction.max.timeout.ms 15m00s (assumed: Kafka's default" in " ".join(text.split())
+    assert "transaction.max.timeout.ms 1m00s (--max-timeout-ms)" in " ".join(render_table(given, width=80).split())
+    assert "Kafka" in render(assumed, "markdown") and "15m00s" in render(assumed, "markdown")
+    assert (assumed.summary_json()["max_timeout_ms"], assumed.summary_json()["max_timeout_source"]) == (
+        900_000, "kafka-default")
+    assert given.summary_json()["max_timeout_source"] == "given"
+    old = build_report([finding()])
+    assert old.timeout_text() is None and "Timeouts:" not in render_table(old)

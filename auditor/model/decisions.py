@@ -284,9 +284,10 @@ def _marker_evidence(o, transactions):
                                     F.max(F.when(same_txn, sib)).alias("_sibling"))
 
 
-def _coordinator_decision(o, history, transactions, partitions=None):
+def _coordinator_decision(o, history, transactions, partitions=None, keep=lambda df: df):
     """Per open transaction: the ``Prepare*`` record deciding it (``_d_*`` columns), see the
-    module doc. ``o`` carries ``transactional_id``, ``_tv2`` and the previous marker's columns."""
+    module doc. ``o`` carries ``transactional_id``, ``_tv2`` and the previous marker's columns;
+    ``keep``: :func:`with_decisions`' (the places of the decisions' markers are kept)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -316,7 +317,7 @@ def _coordinator_decision(o, history, transactions, partitions=None):
     # the one record that would decide this transaction; when its marker is already before the data, the
     # data came after the decision (an earlier record's decision is older still: none decides it)
     j = j.withColumn("_n", F.row_number().over(w)).where("_n = 1")
-    j = _with_marker_place(j, o, history, transactions, partitions)
+    j = _with_marker_place(j, o, history, transactions, partitions, keep)
     delivered = (F.col("prev_marker_epoch") == F.col("_d_epoch")) & (F.col("prev_marker_type") == outcome) & (
         F.col("_tv2") | _delivered_tv1())
     j = j.where(~F.coalesce(delivered, F.lit(False)))
@@ -324,12 +325,14 @@ def _coordinator_decision(o, history, transactions, partitions=None):
                     "_d_coordinator_partition", "_d_next_state", "_d_next_ms", "_d_next_offset")
 
 
-def _with_marker_place(j, o, history, transactions, partitions):
+def _with_marker_place(j, o, history, transactions, partitions, keep=lambda df: df):
     """``j`` (open transactions with their deciding record, ``_d_offset``) with where that record's markers
     can lie on the open transaction's replica (``_p_*``: :func:`decision_markers`' window start,
     ``first_rank``, ``completed``, the transaction's start) and ``_prev_rank``, the previous marker's rank
     among the stream's markers of its type. ``partitions`` (the replicas' log start and compaction) lets
-    the count anchor at earlier decisions; without it, only the times place the marker."""
+    the count anchor at earlier decisions; without it, only the times place the marker. The places and
+    ranks are kept (``keep``): built over the decisions, the markers and the replicas' facts, their plan
+    would otherwise be copied into every join after them (a five times larger plan for the verdicts)."""
     from pyspark.sql import functions as F
 
     reps = o.select(*REPLICA, *(["gap_from_offset"] if "gap_from_offset" in o.columns else [])).distinct()
@@ -343,11 +346,11 @@ def _with_marker_place(j, o, history, transactions, partitions):
     producers = o.select("cluster_id", "producer_id").distinct()
     decisions = prepared(history).join(producers, ["cluster_id", "producer_id"], "left_semi")
     place, owned = decision_markers(decisions, producer_markers(transactions), reps)
-    place = place.select(*REPLICA, "producer_id", F.col("prepare_offset").alias("_d_offset"),
-                         F.col("lo_ts").alias("_p_lo"), F.col("start_ts").alias("_p_start"),
-                         F.col("first_rank").alias("_p_first_rank"), F.col("completed").alias("_p_completed"))
-    ranks = type_ranks(owned).select(*REPLICA, "producer_id", F.col("marker_offset").alias("prev_marker_offset"),
-                                     F.col("type_rank").alias("_prev_rank"))
+    place = keep(place.select(*REPLICA, "producer_id", F.col("prepare_offset").alias("_d_offset"),
+                              F.col("lo_ts").alias("_p_lo"), F.col("start_ts").alias("_p_start"),
+                              F.col("first_rank").alias("_p_first_rank"), F.col("completed").alias("_p_completed")))
+    ranks = keep(type_ranks(owned).select(*REPLICA, "producer_id", F.col("marker_offset").alias("prev_marker_offset"),
+                                          F.col("type_rank").alias("_prev_rank")))
     j = join_replica(j, place, "left", on=["producer_id", "_d_offset"])
     return join_replica(j, ranks, "left", on=["producer_id", "prev_marker_offset"])
 
@@ -472,7 +475,7 @@ def with_decisions(o, *, transactions, history=None, leaders=None, persist=None,
     o = keep(o.withColumn("_tv2", tv2).withColumn("transaction_version", F.when(tv2, F.lit(2)).otherwise(
         F.col("client_transaction_version").cast("int"))))
     if history is not None:
-        decided, own = _coordinator_decision(o, history, transactions, partitions), _own_record(o, history)
+        decided, own = _coordinator_decision(o, history, transactions, partitions, keep), _own_record(o, history)
         o = join_replica(o, decided, "left", on=["producer_id", "first_offset"])
         o = join_replica(o, own, "left", on=["producer_id", "first_offset"])
     else:
