@@ -196,8 +196,10 @@ _SKIPPED = (_LEADER_FIRST + "Only if the leader is back and the marker still mis
             "stays committed. Before aborting, copy them (txn-audit timeline on the partition, or a consumer with "
             "isolation.level=read_uncommitted from offset {first_offset}, producer {producer_id}) and produce them "
             "again after the abort if they must be delivered; torn-transaction reports the same transaction")
-_ABORT_NEEDS_LEADER = ("the abort is written by the partition's leader: without one (kafka-topics.sh --describe) "
-                       "restore it first; ")
+# where the abort is the fix (the input shows no decision to COMMIT): it needs the partition's leader
+_ABORT_ADVICE = ("abort once the partition has a leader, then upgrade the client of the transactional id (or producer "
+                 "id) to a KIP-890 client (3.6+ brokers verify partitions; transaction.version 2 bumps the epoch per "
+                 "transaction)")
 _CHECK_FIRST = ("ask the coordinator before anything else: describe shows the transactional id's state "
                 "(PrepareCommit, or CompleteCommit of this transaction: the coordinator decided COMMIT, so bring back "
                 "the partition's leader and never abort; Ongoing with transaction timeout 2147483647: a two-phase-commit "
@@ -218,11 +220,11 @@ KINDS = {
                          advice=_SETTLE),
     "late-write": Kind("critical", "late write " + _WHERE + ": written by producer session {producer_id}/{producer_epoch} "
                        "after that session's marker at offset {previous_marker_offset}; no marker will close it (KAFKA-12671)",
-                       ABORT, _ABORT_NEEDS_LEADER + _FIND_CLIENT),
+                       ABORT, _ABORT_ADVICE),
     "unknown-to-coordinator": Kind("critical", "transaction unknown to the coordinator " + _WHERE + ": no "
                                    "__transaction_state record names producer {producer_id} (all "
                                    "{coordinator_partitions_in_dump} coordinator partitions with records were given)",
-                                   ABORT, _ABORT_NEEDS_LEADER + _FIND_CLIENT),
+                                   ABORT, _ABORT_ADVICE),
     "markers-undelivered": Kind(
         "error", "markers undelivered " + _WHERE + ": the coordinator decided {decision}[[ ({decision_record})]] "
         "longer ago than its transaction timeout[[ ({transaction_timeout_ms} ms in its record)]] or "
@@ -249,7 +251,7 @@ KINDS = {
                "the marker"),
     "hanging": Kind("error", "hanging transaction " + _WHERE + ": [[the coordinator's record of it: {coordinator_record}; ]]"
                     "this partition is in no unexpired transaction of the producer[[ (the coordinator decided "
-                    "{decision})]]", ABORT, _ABORT_NEEDS_LEADER + _FIND_CLIENT),
+                    "{decision})]]", ABORT, _ABORT_ADVICE),
     "overdue": Kind("error", "overdue transaction " + _WHERE + ": older than transaction.max.timeout.ms, and the input "
                     "holds no record of the coordinator's about it (__transaction_state): hanging if the coordinator "
                     "ended it without this partition's marker; but if it decided COMMIT and cannot reach this "

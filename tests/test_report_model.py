@@ -196,7 +196,7 @@ def test_table_commands_one_abort_per_finding_and_advice_once_per_kind():
     older = ("# brokers before 3.0: kafka-transactions.sh --bootstrap-server <broker:port> abort --topic payments "
              "--partition 3 --producer-id 8 --producer-epoch 0 --coordinator-epoch 0")
     assert older not in lines and older in render(build_report(SAMPLE), "markdown").splitlines()
-    hanging_advice = [ln for ln in lines if ln.startswith("advice: the abort is written by the partition")]
+    hanging_advice = [ln for ln in lines if ln.startswith("advice: abort once the partition has a leader")]
     assert len(hanging_advice) == 1  # two hanging findings, one advice
     # the next forensic command under each finding with a partition; one cluster: no --cluster
     assert "txn-audit timeline <TABLES> --topic payments --partition 3 --from 10 --producer-id 8" in lines
@@ -443,7 +443,7 @@ def test_the_header_says_which_max_timeout_was_assumed_and_from_where():
     assumed = build_report([finding()], run={"max_timeout_ms": 900_000, "max_timeout_given": False})
     given = build_report([finding()], run={"max_timeout_ms": 60_000, "max_timeout_given": True})
     text = render_table(assumed, width=80)
-    assert "transaction.max.timeout.ms 15m00s (assumed: Kafka's default" in " ".join(text.split())
+    assert "Timeouts: transaction.max.timeout.ms 15m00s (Kafka's default, assumed)" in text.splitlines()  # one line
     assert "transaction.max.timeout.ms 1m00s (--max-timeout-ms)" in " ".join(render_table(given, width=80).split())
     assert "Kafka" in render(assumed, "markdown") and "15m00s" in render(assumed, "markdown")
     assert (assumed.summary_json()["max_timeout_ms"], assumed.summary_json()["max_timeout_source"]) == (

@@ -335,10 +335,8 @@ class Report:
         ms = self.run.get("max_timeout_ms")
         if ms is None:
             return None
-        source = ("--max-timeout-ms" if self.run.get("max_timeout_given")
-                  else "assumed: Kafka's default; --max-timeout-ms sets the cluster's")
-        return (f"Timeouts: transaction.max.timeout.ms {format_duration(ms)} ({source}); each transaction's own "
-                "where its coordinator record gives it")
+        source = "--max-timeout-ms" if self.run.get("max_timeout_given") else "Kafka's default, assumed"
+        return f"Timeouts: transaction.max.timeout.ms {format_duration(ms)} ({source})"
 
     def incidents_by_severity(self) -> dict[str, int]:
         counts = {s: 0 for s in reversed(SEVERITIES)}
